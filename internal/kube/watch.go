@@ -1,0 +1,347 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// WatchOptions select what the Watcher caches.
+type WatchOptions struct {
+	// ConfigMap, ErrorFiles and TCPServices are NAMESPACE/NAME or empty.
+	ConfigMap, ErrorFiles, TCPServices string
+	// NamespaceWhitelist limits the namespaced informers to these namespaces;
+	// NamespaceBlacklist drops objects of these namespaces from snapshots.
+	NamespaceWhitelist []string
+	NamespaceBlacklist []string
+	Resync             time.Duration
+}
+
+// Watcher owns the informers. Every change to a cached object signals
+// Changed(); consumers then take a Snapshot and recompute everything from it
+// (level-triggered), so a lost or coalesced signal never loses state.
+type Watcher struct {
+	cs   kubernetes.Interface
+	opts WatchOptions
+	log  *slog.Logger
+
+	changed chan struct{}
+
+	factories []informers.SharedInformerFactory // one per whitelisted namespace, or one cluster-wide
+	classes   informers.SharedInformerFactory    // IngressClasses are cluster-scoped
+
+	ingresses []cache.SharedIndexInformer
+	services  []cache.SharedIndexInformer
+	slices    []cache.SharedIndexInformer
+	ingClass  cache.SharedIndexInformer
+
+	configMaps map[string]cache.SharedIndexInformer // NS/NAME -> single-object informer
+
+	mu      sync.Mutex
+	ctx     context.Context
+	secrets map[string]*namedInformer // NS/NAME -> single-object informer
+}
+
+type namedInformer struct {
+	inf  cache.SharedIndexInformer
+	stop chan struct{}
+}
+
+// NewWatcher prepares the informers; Start runs them.
+func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *Watcher {
+	if opts.Resync == 0 {
+		opts.Resync = 10 * time.Minute
+	}
+	w := &Watcher{
+		cs:         cs,
+		opts:       opts,
+		log:        log,
+		changed:    make(chan struct{}, 1),
+		configMaps: map[string]cache.SharedIndexInformer{},
+		secrets:    map[string]*namedInformer{},
+	}
+	// Managed fields are a large share of every object and the model never
+	// reads them.
+	strip := informers.WithTransform(stripManagedFields)
+	namespaces := opts.NamespaceWhitelist
+	if len(namespaces) == 0 {
+		namespaces = []string{corev1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(cs, opts.Resync, informers.WithNamespace(ns), strip)
+		w.factories = append(w.factories, f)
+		w.ingresses = append(w.ingresses, w.notify(f.Networking().V1().Ingresses().Informer()))
+		w.services = append(w.services, w.notify(f.Core().V1().Services().Informer()))
+		w.slices = append(w.slices, w.notify(f.Discovery().V1().EndpointSlices().Informer()))
+	}
+	w.classes = informers.NewSharedInformerFactoryWithOptions(cs, opts.Resync, strip)
+	w.ingClass = w.notify(w.classes.Networking().V1().IngressClasses().Informer())
+	for _, name := range []string{opts.ConfigMap, opts.ErrorFiles, opts.TCPServices} {
+		if name == "" || w.configMaps[name] != nil {
+			continue
+		}
+		ns, n, _ := strings.Cut(name, "/")
+		w.configMaps[name] = w.notify(w.single("configmaps", ns, n, &corev1.ConfigMap{}))
+	}
+	return w
+}
+
+// single builds an informer that lists and watches one named object, so the
+// daemon never needs to cache every Secret or ConfigMap of the cluster.
+func (w *Watcher) single(resource, ns, name string, obj runtime.Object) cache.SharedIndexInformer {
+	lw := cache.NewFilteredListWatchFromClient(w.cs.CoreV1().RESTClient(), resource, ns, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	})
+	inf := cache.NewSharedIndexInformer(lw, obj, w.opts.Resync, cache.Indexers{})
+	_ = inf.SetTransform(stripManagedFields)
+	return inf
+}
+
+func (w *Watcher) notify(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
+	signal := func() {
+		select {
+		case w.changed <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal() },
+		UpdateFunc: func(old, cur any) { signal() },
+		DeleteFunc: func(any) { signal() },
+	})
+	return inf
+}
+
+// Changed signals (coalesced) that some cached object changed.
+func (w *Watcher) Changed() <-chan struct{} { return w.changed }
+
+// Start runs the informers until ctx ends and waits for their first sync.
+func (w *Watcher) Start(ctx context.Context) error {
+	w.mu.Lock()
+	w.ctx = ctx
+	w.mu.Unlock()
+	synced := []cache.InformerSynced{w.ingClass.HasSynced}
+	for _, f := range w.factories {
+		f.Start(ctx.Done())
+	}
+	w.classes.Start(ctx.Done())
+	for _, infs := range [][]cache.SharedIndexInformer{w.ingresses, w.services, w.slices} {
+		for _, inf := range infs {
+			synced = append(synced, inf.HasSynced)
+		}
+	}
+	for _, inf := range w.configMaps {
+		go inf.Run(ctx.Done())
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// Synced reports whether every informer, including the Secret watches
+// started so far, has completed its first list.
+func (w *Watcher) Synced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.secrets {
+		if !s.inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WatchSecrets makes the set of watched Secrets exactly refs (NS/NAME):
+// new ones get an informer, ones no longer referenced are dropped, so
+// Secrets that nothing served refers to are never read.
+func (w *Watcher) WatchSecrets(refs []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ctx == nil {
+		return
+	}
+	want := map[string]bool{}
+	for _, r := range refs {
+		want[r] = true
+	}
+	for r, s := range w.secrets {
+		if !want[r] {
+			close(s.stop)
+			delete(w.secrets, r)
+		}
+	}
+	for r := range want {
+		if w.secrets[r] != nil {
+			continue
+		}
+		ns, name, ok := strings.Cut(r, "/")
+		if !ok || ns == "" || name == "" {
+			continue
+		}
+		s := &namedInformer{inf: w.notify(w.single("secrets", ns, name, &corev1.Secret{})), stop: make(chan struct{})}
+		stop := s.stop
+		ctxDone := w.ctx.Done()
+		merged := make(chan struct{})
+		go func() {
+			select {
+			case <-stop:
+			case <-ctxDone:
+			}
+			close(merged)
+		}()
+		go s.inf.Run(merged)
+		w.secrets[r] = s
+	}
+}
+
+// Snapshot copies the caches' current content. Objects are shared with the
+// caches and must not be modified.
+func (w *Watcher) Snapshot() *model.Snapshot {
+	s := &model.Snapshot{}
+	black := map[string]bool{}
+	for _, ns := range w.opts.NamespaceBlacklist {
+		black[ns] = true
+	}
+	for _, inf := range w.ingresses {
+		for _, o := range inf.GetStore().List() {
+			if ing := o.(*networkingv1.Ingress); !black[ing.Namespace] {
+				s.Ingresses = append(s.Ingresses, ing)
+			}
+		}
+	}
+	for _, inf := range w.services {
+		for _, o := range inf.GetStore().List() {
+			if svc := o.(*corev1.Service); !black[svc.Namespace] {
+				s.Services = append(s.Services, svc)
+			}
+		}
+	}
+	for _, inf := range w.slices {
+		for _, o := range inf.GetStore().List() {
+			if es := o.(*discoveryv1.EndpointSlice); !black[es.Namespace] {
+				s.EndpointSlices = append(s.EndpointSlices, es)
+			}
+		}
+	}
+	for _, o := range w.ingClass.GetStore().List() {
+		s.IngressClasses = append(s.IngressClasses, o.(*networkingv1.IngressClass))
+	}
+	cm := func(name string) *corev1.ConfigMap {
+		inf := w.configMaps[name]
+		if inf == nil {
+			return nil
+		}
+		for _, o := range inf.GetStore().List() {
+			return o.(*corev1.ConfigMap)
+		}
+		return nil
+	}
+	s.ConfigMap = cm(w.opts.ConfigMap)
+	s.ErrorFiles = cm(w.opts.ErrorFiles)
+	s.TCPServices = cm(w.opts.TCPServices)
+	w.mu.Lock()
+	for _, sec := range w.secrets {
+		for _, o := range sec.inf.GetStore().List() {
+			s.Secrets = append(s.Secrets, o.(*corev1.Secret))
+		}
+	}
+	w.mu.Unlock()
+	// Store order is map order; the model sorts what it needs, but a stable
+	// snapshot makes debugging output reproducible.
+	sort.Slice(s.Secrets, func(i, j int) bool {
+		return s.Secrets[i].Namespace+"/"+s.Secrets[i].Name < s.Secrets[j].Namespace+"/"+s.Secrets[j].Name
+	})
+	return s
+}
+
+// Sizes reports how many objects each cache holds, for metrics.
+func (w *Watcher) Sizes() map[string]int {
+	n := func(infs []cache.SharedIndexInformer) int {
+		t := 0
+		for _, inf := range infs {
+			t += len(inf.GetStore().ListKeys())
+		}
+		return t
+	}
+	w.mu.Lock()
+	secrets := len(w.secrets)
+	w.mu.Unlock()
+	return map[string]int{
+		"ingresses":      n(w.ingresses),
+		"services":       n(w.services),
+		"endpointslices": n(w.slices),
+		"ingressclasses": len(w.ingClass.GetStore().ListKeys()),
+		"configmaps":     len(w.configMaps),
+		"secrets":        secrets,
+	}
+}
+
+// Lookup finds a cached object for an Event; nil when it is not cached.
+func (w *Watcher) Lookup(ref model.ObjectRef) runtime.Object {
+	key := ref.Name
+	if ref.Namespace != "" {
+		key = ref.Namespace + "/" + ref.Name
+	}
+	var infs []cache.SharedIndexInformer
+	switch ref.Kind {
+	case "Ingress":
+		infs = w.ingresses
+	case "Service":
+		infs = w.services
+	case "IngressClass":
+		infs = []cache.SharedIndexInformer{w.ingClass}
+	case "ConfigMap":
+		if inf := w.configMaps[key]; inf != nil {
+			infs = []cache.SharedIndexInformer{inf}
+		}
+	case "Secret":
+		w.mu.Lock()
+		if s := w.secrets[key]; s != nil {
+			infs = []cache.SharedIndexInformer{s.inf}
+		}
+		w.mu.Unlock()
+	}
+	for _, inf := range infs {
+		if o, ok, _ := inf.GetStore().GetByKey(key); ok {
+			return o.(runtime.Object)
+		}
+	}
+	return nil
+}
+
+// Ingress returns a cached Ingress, or nil (for status writes).
+func (w *Watcher) Ingress(namespace, name string) *networkingv1.Ingress {
+	for _, inf := range w.ingresses {
+		if o, ok, _ := inf.GetStore().GetByKey(namespace + "/" + name); ok {
+			return o.(*networkingv1.Ingress)
+		}
+	}
+	return nil
+}
+
+// stripManagedFields drops metadata.managedFields before an object enters a
+// cache: it is a large share of every object and nothing here reads it.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		m.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
+}

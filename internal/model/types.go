@@ -1,0 +1,161 @@
+// Package model turns an immutable snapshot of Kubernetes objects into the
+// HAProxy state the daemon wants. It is pure: no I/O, no clocks, no
+// goroutines, and the same snapshot always gives the same result, so it can be
+// tested with golden files and used unchanged by `perimeter render`/`explain`.
+package model
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+// Snapshot is what the informers held at one instant. The model never
+// mutates it.
+type Snapshot struct {
+	Ingresses      []*networkingv1.Ingress
+	IngressClasses []*networkingv1.IngressClass
+	Services       []*corev1.Service
+	EndpointSlices []*discoveryv1.EndpointSlice
+	// Secrets holds only the Secrets that served objects reference.
+	Secrets []*corev1.Secret
+	// ConfigMap is the controller ConfigMap (--configmap); nil when absent.
+	ConfigMap *corev1.ConfigMap
+	// ErrorFiles is --configmap-errorfiles; TCPServices is --configmap-tcp-services.
+	ErrorFiles  *corev1.ConfigMap
+	TCPServices *corev1.ConfigMap
+}
+
+// Options are the daemon flags that change what the model produces.
+type Options struct {
+	// IngressClass is --ingress.class; empty serves Ingresses without a class.
+	IngressClass string
+	// EmptyIngressClass is --empty-ingress-class: with IngressClass set, also
+	// serve Ingresses that name no class.
+	EmptyIngressClass bool
+	// DefaultBackendService is --default-backend-service as NAMESPACE/NAME
+	// (port: the Service's first port); empty means the built-in 404.
+	DefaultBackendService string
+	// NamespaceWhitelist / NamespaceBlacklist filter objects by namespace.
+	NamespaceWhitelist []string
+	NamespaceBlacklist []string
+	// ConfigSnippets lists the snippet kinds enabled by --config-snippets
+	// ("global", "backend"); snippets are ignored unless named here.
+	ConfigSnippets []string
+}
+
+// Controller is the IngressClass spec.controller prefix we answer to,
+// compatible with the HAProxy Kubernetes Ingress Controller.
+const Controller = "haproxy.org/ingress-controller"
+
+// Map names. Keys are "host/path" (host lower-case, no port) or "/path" for
+// rules without a host; a wildcard host is stored as "*.example.com".
+const (
+	MapExact  = "path-exact"  // exact lookups: Exact paths and Prefix paths themselves
+	MapPrefix = "path-prefix" // map_beg lookups: Prefix paths with a trailing "/"
+)
+
+// Desired is the whole HAProxy state the daemon wants.
+type Desired struct {
+	Global Global
+	// Backends sorted by Name.
+	Backends []*Backend
+	// Maps by name (MapExact, MapPrefix, ...): key -> value (a backend name).
+	Maps map[string]map[string]string
+	// DefaultBackend names the backend for requests no rule matches; empty
+	// means HAProxy's built-in 404 answer.
+	DefaultBackend string
+	// Routes are the served rules, sorted, for status, explain and tests.
+	Routes []Route
+	// Served lists the Ingresses this controller serves (for status).
+	Served []ObjectRef
+	// Problems are rejected objects or values; each becomes a log line and an
+	// Event on its object.
+	Problems []Problem
+}
+
+// Global holds ConfigMap-level settings. Zero values mean HAProxy's or the
+// daemon's defaults.
+type Global struct {
+	Maxconn       int
+	Nbthread      int
+	HardStopAfter time.Duration
+	SSLRedirect   bool
+
+	TimeoutClient        time.Duration
+	TimeoutConnect       time.Duration
+	TimeoutServer        time.Duration
+	TimeoutHTTPRequest   time.Duration
+	TimeoutHTTPKeepAlive time.Duration
+	TimeoutQueue         time.Duration
+	TimeoutTunnel        time.Duration
+}
+
+// Backend is one Service port. Every field is already validated: renderers
+// may write it into haproxy.cfg as is.
+type Backend struct {
+	// Name is "<namespace>_<service>_<port>", made only of [a-z0-9_-].
+	Name      string
+	Namespace string
+	Service   string
+	// Port is the Service port as written in the Ingress (name or number).
+	Port string
+
+	// Balance is an HAProxy balance algorithm, e.g. "roundrobin", "hdr(host)".
+	Balance       string
+	Check         bool
+	CheckInterval time.Duration
+	ForwardedFor  bool
+
+	// Slots is the number of server slots (a multiple of servers-increment,
+	// at least len(Endpoints)).
+	Slots int
+	// Endpoints sorted by address then port, unique.
+	Endpoints []Endpoint
+}
+
+// Endpoint is one pod address serving a backend.
+type Endpoint struct {
+	Address string // IPv4 or IPv6 literal
+	Port    int
+	// Draining endpoints are terminating: they finish current requests and
+	// get no new ones.
+	Draining bool
+}
+
+// PathType mirrors networking/v1 PathType after ImplementationSpecific has
+// been mapped to Prefix.
+type PathType string
+
+// Path types the model serves.
+const (
+	PathExact  PathType = "Exact"
+	PathPrefix PathType = "Prefix"
+)
+
+// Route is one served Ingress rule.
+type Route struct {
+	Ingress  ObjectRef
+	Host     string // "" for rules without a host
+	Path     string
+	PathType PathType
+	Backend  string
+}
+
+// ObjectRef names a Kubernetes object.
+type ObjectRef struct {
+	Kind      string // "Ingress", "Service", "ConfigMap", "Secret", ...
+	Namespace string
+	Name      string
+}
+
+// Problem is a rejected object or value.
+type Problem struct {
+	Object ObjectRef
+	// Reason is a CamelCase Event reason, e.g. "InvalidAnnotation".
+	Reason string
+	// Message is one line naming the key, the value and why.
+	Message string
+}

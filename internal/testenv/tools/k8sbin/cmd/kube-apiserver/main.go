@@ -1,0 +1,16 @@
+// Command kube-apiserver is the upstream API server's main, built from the
+// module proxy so the test bed needs no release download.
+package main
+
+import (
+	"os"
+	_ "time/tzdata"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }
