@@ -345,3 +345,14 @@ func stripManagedFields(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// AllIngresses lists every cached Ingress, served or not.
+func (w *Watcher) AllIngresses() []*networkingv1.Ingress {
+	var out []*networkingv1.Ingress
+	for _, inf := range w.ingresses {
+		for _, o := range inf.GetStore().List() {
+			out = append(out, o.(*networkingv1.Ingress))
+		}
+	}
+	return out
+}

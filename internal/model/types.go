@@ -67,6 +67,10 @@ type Desired struct {
 	// DefaultBackend names the backend for requests no rule matches; empty
 	// means HAProxy's built-in 404 answer.
 	DefaultBackend string
+	// DefaultSource is the Ingress whose spec.defaultBackend gave
+	// DefaultBackend; zero when it came from --default-backend-service or
+	// DefaultBackend is empty.
+	DefaultSource ObjectRef
 	// Routes are the served rules, sorted, for status, explain and tests.
 	Routes []Route
 	// Served lists the Ingresses this controller serves (for status).
@@ -74,6 +78,9 @@ type Desired struct {
 	// Problems are rejected objects or values; each becomes a log line and an
 	// Event on its object.
 	Problems []Problem
+	// SecretRefs lists, as NAMESPACE/NAME, every Secret that served objects
+	// reference, so that only those are watched.
+	SecretRefs []string
 }
 
 // Global holds ConfigMap-level settings. Zero values mean HAProxy's or the

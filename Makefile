@@ -1,0 +1,43 @@
+# Perimeter. `make lab` brings up a local demo; `make test` runs everything.
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/perimeter-ingress/perimeter/internal/app.Version=$(VERSION)
+BIN       := bin/perimeter
+STATICCHECK_VERSION := v0.6.1
+TOOLS     := $(shell $(GO) env GOPATH)/bin
+
+.PHONY: all build test test-short lint bench fuzz lab clean testbed
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/perimeter
+
+# The real API server and etcd, built once from the module proxy and cached
+# outside the work tree.
+testbed:
+	@internal/testenv/tools/build.sh >/dev/null
+
+test: testbed
+	$(GO) test -count=1 -timeout 40m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+lint:
+	@test -z "$$(gofmt -l cmd internal)" || { gofmt -l cmd internal; echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	@test -x $(TOOLS)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(TOOLS)/staticcheck ./...
+
+bench: testbed
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 40m ./...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzAnnotations -fuzztime 60s ./internal/model
+
+lab: testbed build
+	$(GO) run ./internal/testenv/lab --perimeter $(BIN)
+
+clean:
+	rm -rf bin dist

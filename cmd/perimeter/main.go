@@ -1,0 +1,88 @@
+// Command perimeter is an external-mode ingress daemon for edge hosts: it
+// watches a Kubernetes cluster and drives a local HAProxy (and, optionally,
+// learns pod routes over BGP) so that traffic reaches pods directly.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/perimeter-ingress/perimeter/internal/app"
+	"github.com/perimeter-ingress/perimeter/internal/config"
+)
+
+const usage = `usage: perimeter [run] [flags]       run the daemon (default)
+       perimeter render [flags]          print the haproxy.cfg and maps the daemon would apply
+       perimeter explain --host H --path P [flags]
+                                         say which Ingress, rule and backend a request reaches
+       perimeter version                 print the version
+Run 'perimeter run -h' for the flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var c config.Config
+	fs := c.FlagSet("perimeter "+cmd, stderr)
+	var host, path string
+	switch cmd {
+	case "run", "render":
+	case "explain":
+		fs.StringVar(&host, "host", "", "request host")
+		fs.StringVar(&path, "path", "/", "request path")
+	case "version":
+		fmt.Fprintln(stdout, "perimeter", app.Version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "perimeter: unknown command %q\n%s", cmd, usage)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if c.Version {
+		fmt.Fprintln(stdout, "perimeter", app.Version)
+		return 0
+	}
+	level, err := c.LogLevel()
+	if err != nil {
+		fmt.Fprintln(stderr, "perimeter:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	switch cmd {
+	case "render":
+		err = app.Render(ctx, &c, stdout)
+	case "explain":
+		err = app.Explain(ctx, &c, host, path, stdout)
+	default:
+		err = app.Run(ctx, &c, log)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "perimeter:", oneLine(err))
+		return 1
+	}
+	return 0
+}
+
+// oneLine keeps a fatal error to the single line systemd shows in status.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

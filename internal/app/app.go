@@ -1,0 +1,278 @@
+// Package app wires the daemon together and owns its start-up and shutdown
+// order: API server first (fail fast), HAProxy next, then the sync loop that
+// feeds one into the other.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/perimeter-ingress/perimeter/internal/config"
+	"github.com/perimeter-ingress/perimeter/internal/haproxy"
+	"github.com/perimeter-ingress/perimeter/internal/kube"
+	"github.com/perimeter-ingress/perimeter/internal/metrics"
+	"github.com/perimeter-ingress/perimeter/internal/model"
+	"github.com/perimeter-ingress/perimeter/internal/systemd"
+)
+
+// Version is set at build time.
+var Version = "dev"
+
+// ModelOptions derives the model's options from the daemon's.
+func ModelOptions(c *config.Config) model.Options {
+	return model.Options{
+		IngressClass:          c.IngressClass,
+		EmptyIngressClass:     c.EmptyIngressClass,
+		DefaultBackendService: c.DefaultBackendService,
+		NamespaceWhitelist:    c.NamespaceWhitelist,
+		NamespaceBlacklist:    c.NamespaceBlacklist,
+		ConfigSnippets:        c.ConfigSnippets,
+	}
+}
+
+// WatchOptions derives what the informers watch from the daemon's options.
+func WatchOptions(c *config.Config) kube.WatchOptions {
+	return kube.WatchOptions{
+		ConfigMap:          c.ConfigMap,
+		ErrorFiles:         c.ConfigMapErrorFiles,
+		TCPServices:        c.ConfigMapTCPServices,
+		NamespaceWhitelist: c.NamespaceWhitelist,
+		NamespaceBlacklist: c.NamespaceBlacklist,
+	}
+}
+
+// HAProxyOptions derives the driver's options from the daemon's.
+func HAProxyOptions(c *config.Config, log *slog.Logger) haproxy.Options {
+	return haproxy.Options{
+		Program:           c.Program,
+		ConfigDir:         c.ConfigDir,
+		RuntimeDir:        c.RuntimeDir,
+		HTTPBindPort:      c.HTTPBindPort,
+		IPv4BindAddress:   c.IPv4BindAddress,
+		IPv6BindAddress:   c.IPv6BindAddress,
+		DisableHTTP:       c.DisableHTTP,
+		DisableIPv4:       c.DisableIPv4,
+		DisableIPv6:       c.DisableIPv6,
+		StatsBindAddress:  c.StatsBindAddress,
+		StatsBindPort:     c.StatsBindPort,
+		HealthzBindPort:   c.HealthzBindPort,
+		MinReloadInterval: c.SyncPeriod,
+		Logger:            log.With("component", "haproxy"),
+	}
+}
+
+// Run is the daemon. It returns nil after a clean shutdown (ctx cancelled)
+// and an error with one clear line when it cannot start or keep serving.
+func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	// Bind the controller port before anything slow, so a port in use is a
+	// start-up error, not a silent missing /readyz.
+	var ln net.Listener
+	if c.ControllerPort != 0 {
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort(c.ControllerBindAddress, strconv.Itoa(c.ControllerPort)))
+		if err != nil {
+			return fmt.Errorf("controller port: %w", err)
+		}
+		defer ln.Close()
+	}
+
+	_, cs, err := kube.Connect(ctx, c.Kubeconfig, "perimeter/"+Version)
+	if err != nil {
+		return err
+	}
+	drv, err := haproxy.New(HAProxyOptions(c, log))
+	if err != nil {
+		return err
+	}
+	m := metrics.New()
+	w := kube.NewWatcher(cs, WatchOptions(c), log.With("component", "kube"))
+	problems, stopEvents := kube.NewProblems(cs, w.Lookup, log.With("component", "events"))
+	defer stopEvents()
+
+	var ready, alive atomic.Bool
+	alive.Store(true)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel(nil)
+
+	if ln != nil {
+		srv := &http.Server{Handler: controllerMux(m, &ready, &alive), ReadHeaderTimeout: 5 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cancel(fmt.Errorf("controller server: %w", err))
+			}
+		}()
+		go func() {
+			<-ctx.Done()
+			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer scancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	// HAProxy runs until the loop below ends; its own shutdown waits for the
+	// processes to be gone so that no HAProxy outlives the daemon.
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	started := make(chan struct{})
+	hdone := make(chan error, 1)
+	go func() { hdone <- drv.Run(hctx, started) }()
+	defer func() {
+		hcancel()
+		if err := <-hdone; err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("haproxy stop", "err", err)
+		}
+	}()
+	select {
+	case <-started:
+	case err := <-hdone:
+		hdone <- err
+		return fmt.Errorf("haproxy: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+	go func() {
+		select {
+		case err := <-hdone:
+			hdone <- err
+			if err != nil && !errors.Is(err, context.Canceled) {
+				cancel(fmt.Errorf("haproxy: %w", err))
+			}
+		case <-hctx.Done():
+		}
+	}()
+
+	if err := w.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return causeOrNil(ctx)
+		}
+		return err
+	}
+	log.Info("caches synced", "objects", w.Sizes())
+	go systemd.Watchdog(ctx, alive.Load)
+
+	l := &loop{c: c, log: log, w: w, drv: drv, m: m, problems: problems, opts: ModelOptions(c)}
+	err = l.run(ctx, func() {
+		if !ready.Swap(true) {
+			m.Ready.Set(1)
+			log.Info("ready: HAProxy serves the first full configuration")
+			systemd.Ready("serving")
+		}
+	})
+	systemd.Stopping()
+	if err != nil {
+		return err
+	}
+	return causeOrNil(ctx)
+}
+
+func causeOrNil(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func controllerMux(m *metrics.Daemon, ready, alive *atomic.Bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !alive.Load() {
+			http.Error(w, "sync loop stalled", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready: caches syncing or HAProxy not serving the first configuration", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// loop is the one goroutine that turns cache changes into HAProxy state.
+type loop struct {
+	c        *config.Config
+	log      *slog.Logger
+	w        *kube.Watcher
+	drv      *haproxy.Driver
+	m        *metrics.Daemon
+	problems *kube.Problems
+	opts     model.Options
+}
+
+func (l *loop) run(ctx context.Context, onServing func()) error {
+	var retry <-chan time.Time
+	pending := true // the first pass applies the initial state
+	for {
+		if pending {
+			pending = false
+			start := time.Now()
+			res, err := l.sync(ctx)
+			if err != nil {
+				l.log.Error("apply failed; the last good configuration keeps serving", "err", err)
+				retry = time.After(time.Second)
+			} else {
+				l.m.SyncSeconds.Observe(time.Since(start).Seconds())
+				if res.RetryAfter > 0 {
+					retry = time.After(res.RetryAfter)
+				}
+				if l.drv.Serving() && res.RetryAfter == 0 {
+					onServing()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.w.Changed():
+			pending = true
+		case <-retry:
+			retry = nil
+			pending = true
+		}
+	}
+}
+
+func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
+	snap := l.w.Snapshot()
+	want := model.Build(snap, l.opts)
+	l.w.WatchSecrets(want.SecretRefs)
+	res, err := l.drv.Apply(ctx, want)
+	all := append(append([]model.Problem(nil), want.Problems...), res.Quarantined...)
+	l.problems.Report(all)
+	l.m.Problems.Set(float64(len(want.Problems)))
+	l.m.Quarantined.Set(float64(len(res.Quarantined)))
+	for k, n := range l.w.Sizes() {
+		l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
+	}
+	if err != nil {
+		return res, err
+	}
+	l.m.Generation.Inc()
+	l.m.RuntimeOps.Add(float64(res.RuntimeOps))
+	if res.Reloaded {
+		l.m.Reloads.WithLabelValues(res.Reason, "ok").Inc()
+	}
+	return res, nil
+}

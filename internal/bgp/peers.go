@@ -1,0 +1,160 @@
+package bgp
+
+import (
+	"fmt"
+	"net/netip"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Peer kinds, as shown in status.
+const (
+	kindStatic  = "static"
+	kindNode    = "node"
+	kindPassive = "passive"
+)
+
+// peerSpec is one neighbour as configured in GoBGP.
+type peerSpec struct {
+	Address  netip.Addr
+	AS       uint32
+	Port     uint16
+	Password string
+	Kind     string
+	Node     string
+}
+
+// desiredPeers computes the active neighbours from the configuration and
+// the cluster: static peers, plus one per selected Node when PeerWithNodes.
+// A peer whose password Secret is missing is left out (a session without the
+// password would be refused by the other side anyway) and reported in
+// problems.
+func desiredPeers(cfg *Config, st ClusterState, sel labels.Selector) (map[netip.Addr]peerSpec, map[netip.Addr]string) {
+	peers := map[netip.Addr]peerSpec{}
+	problems := map[netip.Addr]string{}
+	password := func(addr netip.Addr, ref *SecretRef) (string, bool) {
+		if ref == nil {
+			return "", true
+		}
+		v, ok := st.Secrets[*ref]
+		if !ok || v == "" {
+			problems[addr] = fmt.Sprintf("waiting for password secret %s", ref)
+			return "", false
+		}
+		return v, true
+	}
+	for _, p := range cfg.Peers {
+		as := p.AS
+		if as == 0 {
+			as = cfg.ClusterAS
+		}
+		pw, ok := password(p.Address, p.PasswordSecret)
+		if !ok {
+			continue
+		}
+		peers[p.Address] = peerSpec{Address: p.Address, AS: as, Port: p.Port, Password: pw, Kind: kindStatic}
+	}
+	if !cfg.PeerWithNodes {
+		return peers, problems
+	}
+	for _, n := range st.Nodes {
+		a := n.PeerAddress
+		if !a.Is4() || a == cfg.RouterID || a == cfg.ListenAddress {
+			// Perimeter running on a node must not peer with itself.
+			continue
+		}
+		if _, static := peers[a]; static {
+			continue
+		}
+		if sel != nil && !sel.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		as := n.AS
+		if as == 0 {
+			as = cfg.ClusterAS
+		}
+		pw, ok := password(a, cfg.NodePassword)
+		if !ok {
+			continue
+		}
+		peers[a] = peerSpec{Address: a, AS: as, Password: pw, Kind: kindNode, Node: n.Name}
+	}
+	return peers, problems
+}
+
+var ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+
+func (c *Config) afiSafis() []*api.AfiSafi {
+	af := &api.AfiSafi{
+		Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true},
+		MpGracefulRestart: &api.MpGracefulRestart{
+			Config: &api.MpGracefulRestartConfig{Enabled: !c.DisableGracefulRestart}},
+	}
+	if c.MaxPrefixes > 0 {
+		af.PrefixLimits = &api.PrefixLimit{Family: ipv4Unicast, MaxPrefixes: uint32(c.MaxPrefixes)}
+	}
+	return []*api.AfiSafi{af}
+}
+
+func (c *Config) timers() *api.Timers {
+	return &api.Timers{Config: &api.TimersConfig{
+		HoldTime:          uint64(c.HoldTime.Seconds()),
+		KeepaliveInterval: uint64(c.KeepaliveInterval.Seconds()),
+		ConnectRetry:      uint64(c.ConnectRetry.Seconds()),
+		// After our own resets (none today) come back quickly.
+		IdleHoldTimeAfterReset: 1,
+	}}
+}
+
+func (c *Config) gracefulRestart() *api.GracefulRestart {
+	if c.DisableGracefulRestart {
+		return nil
+	}
+	// Helper only: we keep a restarting peer's routes; we never ask peers
+	// to keep ours (we announce none).
+	return &api.GracefulRestart{Enabled: true, HelperOnly: true,
+		RestartTime: uint32(c.GracefulRestartTime.Seconds())}
+}
+
+func (c *Config) apiPeer(p peerSpec) *api.Peer {
+	port := uint32(p.Port)
+	if port == 0 {
+		port = 179
+	}
+	desc := p.Kind
+	if p.Node != "" {
+		desc = "node " + p.Node
+	}
+	peer := &api.Peer{
+		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.AS,
+			AuthPassword: p.Password, Description: desc},
+		Timers:          c.timers(),
+		Transport:       &api.Transport{RemotePort: port},
+		AfiSafis:        c.afiSafis(),
+		GracefulRestart: c.gracefulRestart(),
+	}
+	if c.ListenAddress.Is4() && !c.ListenAddress.IsUnspecified() {
+		peer.Transport.LocalAddress = c.ListenAddress.String()
+	}
+	if c.EBGPMultihopTTL > 0 && p.AS != c.LocalAS {
+		peer.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(c.EBGPMultihopTTL)}
+	}
+	return peer
+}
+
+func passiveGroupName(i int) string { return fmt.Sprintf("passive-%d", i) }
+
+func (c *Config) apiPeerGroup(name string, p PassivePeer, password string) *api.PeerGroup {
+	g := &api.PeerGroup{
+		Conf:            &api.PeerGroupConf{PeerGroupName: name, PeerAsn: p.AS, AuthPassword: password},
+		Timers:          c.timers(),
+		Transport:       &api.Transport{PassiveMode: true},
+		AfiSafis:        c.afiSafis(),
+		GracefulRestart: c.gracefulRestart(),
+	}
+	if c.EBGPMultihopTTL > 0 {
+		g.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(c.EBGPMultihopTTL)}
+	}
+	return g
+}

@@ -1,0 +1,281 @@
+package bgp
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	api "github.com/osrg/gobgp/v3/api"
+)
+
+// Pool is a pod CIDR split into blocks (a Calico IPPool, or one from the
+// configuration).
+type Pool struct {
+	Name      string       `json:"name"`
+	CIDR      netip.Prefix `json:"cidr"`
+	BlockSize int          `json:"blockSize"`
+	// Encapsulation is Calico's vxlanMode/ipipMode ("vxlan", "ipip" or
+	// ""), kept for warnings and status.
+	Encapsulation string `json:"encapsulation,omitempty"`
+}
+
+// Affinity says which node owns a block (a confirmed Calico BlockAffinity).
+type Affinity struct {
+	Block netip.Prefix `json:"block"`
+	Node  string       `json:"node"`
+}
+
+// Node is a cluster node as BGP sees it.
+type Node struct {
+	Name string `json:"name"`
+	// PeerAddress is Calico's BGP address (projectcalico.org/IPv4Address)
+	// or the InternalIP.
+	PeerAddress netip.Addr `json:"peerAddress"`
+	// Addresses are all the node's IPv4 addresses; a block's next hop must
+	// be one of its owner's.
+	Addresses []netip.Addr `json:"addresses"`
+	// AS from projectcalico.org/ASNumber; 0 means the cluster AS.
+	AS     uint32            `json:"as,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Reason explains a policy verdict.
+type Reason string
+
+// Verdicts of the import policy.
+const (
+	Accepted           Reason = "accepted"
+	RejectNotIPv4      Reason = "not-ipv4"
+	RejectOutsidePools Reason = "outside-pod-cidrs"
+	RejectShorter      Reason = "shorter-than-block"
+	RejectNoAffinity   Reason = "no-block-affinity"
+	RejectNotOwner     Reason = "next-hop-not-owner"
+)
+
+// Verdict is the import decision for one path.
+type Verdict struct {
+	Accept bool
+	Reason Reason
+	// Owner is the node that owns the block, when known.
+	Owner string
+}
+
+// Policy is the import policy: which (prefix, next hop) pairs become routes.
+//
+//   - Only IPv4 prefixes inside a pool, from the pool's block size up to /32.
+//   - /32s inside a pool are accepted from any peer: Calico announces a
+//     borrowed address (an IP from another node's block) as a /32 from the
+//     node running the pod, so by design it does not come from the owner.
+//   - When block affinities are known, a block (or anything longer than
+//     the block size but shorter than /32) is accepted only when its next
+//     hop is an address of the node owning the block. Checking the next
+//     hop rather than the session makes this hold with route reflectors
+//     too, and it is what matters: traffic for the block goes to its owner.
+//     A block without a confirmed affinity is rejected.
+//   - When affinities are unknown (no Calico CRDs), any block inside a pool
+//     is accepted.
+//
+// The same rules are compiled into a GoBGP global import policy (default
+// reject), so that best-path selection only ever sees acceptable paths; Decide
+// is used on received paths for counting and logging rejections, and as a
+// second check before a path reaches the kernel.
+type Policy struct {
+	pools []Pool
+	// owners is nil when affinities are unknown.
+	owners    []Affinity
+	nodeAddrs map[string][]netip.Addr
+}
+
+// NewPolicy builds the policy. affinities nil means "unknown" (no ownership
+// check); an empty non-nil slice means "known, and no block is owned".
+func NewPolicy(pools []Pool, affinities []Affinity, nodes []Node) *Policy {
+	p := &Policy{nodeAddrs: map[string][]netip.Addr{}}
+	seen := map[Pool]bool{}
+	for _, pl := range pools {
+		if !pl.CIDR.Addr().Is4() || pl.BlockSize < pl.CIDR.Bits() || pl.BlockSize > 32 {
+			continue
+		}
+		pl.CIDR = pl.CIDR.Masked()
+		k := Pool{CIDR: pl.CIDR, BlockSize: pl.BlockSize}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		p.pools = append(p.pools, pl)
+	}
+	slices.SortFunc(p.pools, func(a, b Pool) int {
+		return cmp.Or(comparePrefix(a.CIDR, b.CIDR), cmp.Compare(a.BlockSize, b.BlockSize))
+	})
+	if affinities != nil {
+		p.owners = make([]Affinity, 0, len(affinities))
+		for _, a := range affinities {
+			if a.Block.Addr().Is4() && a.Node != "" {
+				a.Block = a.Block.Masked()
+				p.owners = append(p.owners, a)
+			}
+		}
+		slices.SortFunc(p.owners, func(a, b Affinity) int {
+			return cmp.Or(comparePrefix(a.Block, b.Block), cmp.Compare(a.Node, b.Node))
+		})
+		p.owners = slices.Compact(p.owners)
+	}
+	for _, n := range nodes {
+		var addrs []netip.Addr
+		for _, a := range append([]netip.Addr{n.PeerAddress}, n.Addresses...) {
+			if a.Is4() && !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) > 0 {
+			slices.SortFunc(addrs, netip.Addr.Compare)
+			p.nodeAddrs[n.Name] = addrs
+		}
+	}
+	return p
+}
+
+// OwnershipKnown reports whether blocks are checked against affinities.
+func (p *Policy) OwnershipKnown() bool { return p.owners != nil }
+
+// Pools returns the pools the policy accepts prefixes from.
+func (p *Policy) Pools() []Pool { return slices.Clone(p.pools) }
+
+// Decide is the import decision for prefix announced with nextHop.
+func (p *Policy) Decide(prefix netip.Prefix, nextHop netip.Addr) Verdict {
+	if !prefix.Addr().Is4() {
+		return Verdict{Reason: RejectNotIPv4}
+	}
+	prefix = prefix.Masked()
+	// Like GoBGP's prefix sets, only the most specific pool containing the
+	// prefix counts (Calico does not allow overlapping pools anyway).
+	inPool, longEnough, best := false, false, -1
+	for _, pl := range p.pools {
+		if prefix.Bits() >= pl.CIDR.Bits() && pl.CIDR.Contains(prefix.Addr()) && pl.CIDR.Bits() >= best {
+			if pl.CIDR.Bits() > best {
+				longEnough = false
+			}
+			best, inPool = pl.CIDR.Bits(), true
+			longEnough = longEnough || prefix.Bits() >= pl.BlockSize
+		}
+	}
+	switch {
+	case !inPool:
+		return Verdict{Reason: RejectOutsidePools}
+	case !longEnough:
+		return Verdict{Reason: RejectShorter}
+	case prefix.Bits() == 32 || p.owners == nil:
+		return Verdict{Accept: true, Reason: Accepted, Owner: p.ownerOf(prefix)}
+	}
+	owner := ""
+	for _, a := range p.owners {
+		if prefix.Bits() >= a.Block.Bits() && a.Block.Contains(prefix.Addr()) {
+			owner = a.Node
+			if slices.Contains(p.nodeAddrs[a.Node], nextHop.Unmap()) {
+				return Verdict{Accept: true, Reason: Accepted, Owner: a.Node}
+			}
+		}
+	}
+	if owner == "" {
+		return Verdict{Reason: RejectNoAffinity}
+	}
+	return Verdict{Reason: RejectNotOwner, Owner: owner}
+}
+
+func (p *Policy) ownerOf(prefix netip.Prefix) string {
+	for _, a := range p.owners {
+		if prefix.Bits() >= a.Block.Bits() && a.Block.Contains(prefix.Addr()) {
+			return a.Node
+		}
+	}
+	return ""
+}
+
+// importPolicyName is the one GoBGP policy the speaker maintains.
+const importPolicyName = "perimeter-import"
+
+// gobgp compiles the policy into GoBGP defined sets and statements. The
+// statements are alternatives (any match accepts); the global import
+// assignment's default action rejects the rest.
+func (p *Policy) gobgp() *api.SetPoliciesRequest {
+	req := &api.SetPoliciesRequest{}
+	var stmts []*api.Statement
+	accept := &api.Actions{RouteAction: api.RouteAction_ACCEPT}
+	prefixSet := func(name string, prefixes []*api.Prefix) {
+		req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{
+			DefinedType: api.DefinedType_PREFIX, Name: name, Prefixes: prefixes})
+	}
+	if len(p.pools) > 0 {
+		var hosts, blocks []*api.Prefix
+		for i, pl := range p.pools {
+			if i == 0 || p.pools[i-1].CIDR != pl.CIDR {
+				hosts = append(hosts, &api.Prefix{IpPrefix: pl.CIDR.String(), MaskLengthMin: 32, MaskLengthMax: 32})
+			}
+			blocks = append(blocks, &api.Prefix{IpPrefix: pl.CIDR.String(),
+				MaskLengthMin: uint32(pl.BlockSize), MaskLengthMax: 32})
+		}
+		prefixSet("pod-hosts", hosts)
+		stmts = append(stmts, &api.Statement{Name: "pod-hosts", Actions: accept,
+			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "pod-hosts"}}})
+		if p.owners == nil {
+			prefixSet("pod-blocks", blocks)
+			stmts = append(stmts, &api.Statement{Name: "pod-blocks", Actions: accept,
+				Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "pod-blocks"}}})
+		} else {
+			stmts = append(stmts, p.ownerStatements(prefixSet, accept)...)
+		}
+	}
+	req.Policies = []*api.Policy{{Name: importPolicyName, Statements: stmts}}
+	return req
+}
+
+// ownerStatements makes one statement per owning node: its blocks (from the
+// block length to /31, restricted to the pools) with a next hop among its
+// addresses.
+func (p *Policy) ownerStatements(prefixSet func(string, []*api.Prefix), accept *api.Actions) []*api.Statement {
+	byNode := map[string][]*api.Prefix{}
+	var nodes []string
+	for _, a := range p.owners {
+		if _, ok := p.nodeAddrs[a.Node]; !ok || a.Block.Bits() == 32 {
+			continue
+		}
+		// Only the part of a block inside a pool and at least as long as
+		// the pool's block size is acceptable, as in Decide.
+		minLen := -1
+		for _, pl := range p.pools {
+			if a.Block.Bits() >= pl.CIDR.Bits() && pl.CIDR.Contains(a.Block.Addr()) {
+				if minLen == -1 || pl.BlockSize < minLen {
+					minLen = pl.BlockSize
+				}
+			}
+		}
+		if minLen == -1 || minLen > 31 {
+			continue
+		}
+		if _, ok := byNode[a.Node]; !ok {
+			nodes = append(nodes, a.Node)
+		}
+		byNode[a.Node] = append(byNode[a.Node], &api.Prefix{IpPrefix: a.Block.String(),
+			MaskLengthMin: uint32(max(minLen, a.Block.Bits())), MaskLengthMax: 31})
+	}
+	slices.Sort(nodes)
+	var stmts []*api.Statement
+	for i, n := range nodes {
+		set := fmt.Sprintf("node-%d-blocks", i)
+		prefixSet(set, byNode[n])
+		var nh []string
+		for _, a := range p.nodeAddrs[n] {
+			nh = append(nh, a.String()+"/32")
+		}
+		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("node-%d", i), Actions: accept,
+			Conditions: &api.Conditions{
+				PrefixSet:     &api.MatchSet{Type: api.MatchSet_ANY, Name: set},
+				NextHopInList: nh,
+			}})
+	}
+	return stmts
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+}

@@ -1,0 +1,734 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/apiutil"
+	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v3/pkg/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/perimeter-ingress/perimeter/internal/routes"
+)
+
+// Routes is the kernel side the speaker drives; *routes.Manager implements
+// it.
+type Routes interface {
+	Adopt() (int, error)
+	Set(dst netip.Prefix, nextHop netip.Addr)
+	Delete(dst netip.Prefix)
+	Sweep() int
+	Run(ctx context.Context) error
+	Flush() (int, error)
+	Routes() []routes.Status
+}
+
+// Speaker is the embedded BGP speaker.
+type Speaker struct {
+	cfg    Config
+	routes Routes
+	log    *slog.Logger
+	m      *metrics
+	sel    labels.Selector
+
+	mu       sync.Mutex
+	srv      *server.BgpServer
+	stopping bool
+	policy   *Policy
+	// lastPolicy is what GoBGP has; nil before the first SetPolicies.
+	lastPolicy *api.SetPoliciesRequest
+	state      ClusterState
+	peers      map[netip.Addr]peerSpec
+	problems   map[netip.Addr]string
+	passive    []string // peer-group names configured in GoBGP
+	sessions   map[netip.Addr]*session
+	adjIn      map[netip.Addr]map[netip.Prefix]received
+	best       map[netip.Prefix]bestPath
+	// expectEOR lists the peers whose End-of-RIB ends the wait before
+	// stale routes are swept; nil until peers are first configured.
+	expectEOR map[netip.Addr]bool
+	swept     bool
+	eorDone   chan struct{}
+}
+
+type session struct {
+	state api.PeerState_SessionState
+	since time.Time
+	eor   bool
+	as    uint32
+}
+
+type received struct {
+	nextHop netip.Addr
+	verdict Verdict
+}
+
+type bestPath struct {
+	nextHop netip.Addr
+	peer    netip.Addr
+}
+
+// New checks cfg (filling in defaults) and returns a speaker that installs
+// routes through rt. Metrics are registered on reg when it is not nil.
+func New(cfg Config, rt Routes, log *slog.Logger, reg prometheus.Registerer) (*Speaker, error) {
+	if rt == nil {
+		return nil, errors.New("bgp: no route manager")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg.Peers = slices.Clone(cfg.Peers)
+	cfg.PodCIDRs = slices.Clone(cfg.PodCIDRs)
+	cfg.PassivePeers = slices.Clone(cfg.PassivePeers)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("bgp config: %w", err)
+	}
+	sel, err := labels.Parse(cfg.NodeSelector)
+	if err != nil {
+		return nil, fmt.Errorf("bgp node selector: %w", err)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Speaker{
+		cfg:      cfg,
+		routes:   rt,
+		log:      log.With("component", "bgp"),
+		m:        m,
+		sel:      sel,
+		policy:   NewPolicy(nil, []Affinity{}, nil),
+		peers:    map[netip.Addr]peerSpec{},
+		problems: map[netip.Addr]string{},
+		sessions: map[netip.Addr]*session{},
+		adjIn:    map[netip.Addr]map[netip.Prefix]received{},
+		best:     map[netip.Prefix]bestPath{},
+		eorDone:  make(chan struct{}, 1),
+	}, nil
+}
+
+// Run speaks BGP until ctx ends, then sends Cease to every peer and, unless
+// KeepRoutesOnExit, deletes the routes it installed.
+func (s *Speaker) Run(ctx context.Context) error {
+	// GoBGP v3's Serve loop has no way out: after StopBgp it idles. One
+	// goroutine per speaker, for the life of the process.
+	srv := server.NewBgpServer(server.LoggerOption(newGoBGPLogger(s.log)))
+	go srv.Serve()
+
+	global := &api.Global{Asn: s.cfg.LocalAS, RouterId: s.cfg.RouterID.String(), ListenPort: int32(s.cfg.ListenPort)}
+	if s.cfg.ListenAddress.IsValid() {
+		global.ListenAddresses = []string{s.cfg.ListenAddress.String()}
+	} else if s.cfg.ListenPort > 0 {
+		global.ListenAddresses = []string{"0.0.0.0"}
+	}
+	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
+		return fmt.Errorf("start BGP on port %d: %w", s.cfg.ListenPort, err)
+	}
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+
+	// Until the policy is assigned GoBGP accepts everything: assign it
+	// (rejecting all) before the first peer exists.
+	if err := s.setPolicy(ctx, NewPolicy(nil, []Affinity{}, nil)); err != nil {
+		s.stopServer(srv)
+		return err
+	}
+	if err := srv.AddPolicyAssignment(ctx, &api.AddPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name: "global", Direction: api.PolicyDirection_IMPORT,
+		Policies: []*api.Policy{{Name: importPolicyName}}, DefaultAction: api.RouteAction_REJECT,
+	}}); err != nil {
+		s.stopServer(srv)
+		return fmt.Errorf("assign BGP import policy: %w", err)
+	}
+
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	// Session events, best paths and End-of-RIB share one stream, so an
+	// End-of-RIB is seen after the best paths its UPDATEs produced.
+	if err := srv.WatchEvent(watchCtx, &api.WatchEventRequest{
+		Peer: &api.WatchEventRequest_Peer{},
+		Table: &api.WatchEventRequest_Table{Filters: []*api.WatchEventRequest_Table_Filter{
+			{Type: api.WatchEventRequest_Table_Filter_BEST, Init: true},
+			{Type: api.WatchEventRequest_Table_Filter_EOR},
+		}}}, s.onEvent); err != nil {
+		s.stopServer(srv)
+		return fmt.Errorf("watch BGP best paths: %w", err)
+	}
+	// Received paths before policy, with their own copy of session events,
+	// only for counting and explaining rejections.
+	if err := srv.WatchEvent(watchCtx, &api.WatchEventRequest{
+		Peer: &api.WatchEventRequest_Peer{},
+		Table: &api.WatchEventRequest_Table{Filters: []*api.WatchEventRequest_Table_Filter{
+			{Type: api.WatchEventRequest_Table_Filter_ADJIN},
+		}}}, s.onReceivedEvent); err != nil {
+		s.stopServer(srv)
+		return fmt.Errorf("watch BGP received paths: %w", err)
+	}
+
+	if _, err := s.routes.Adopt(); err != nil {
+		s.stopServer(srv)
+		return err
+	}
+	routesCtx, stopRoutes := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.routes.Run(routesCtx); err != nil {
+			s.log.Error("route manager stopped", "err", err)
+		}
+	})
+
+	src := s.cfg.Source
+	if src == nil {
+		src = staticSource{}
+	}
+	states := make(chan ClusterState, 1)
+	srcCtx, stopSrc := context.WithCancel(ctx)
+	srcErr := make(chan error, 1)
+	wg.Go(func() {
+		srcErr <- src.Run(srcCtx, func(st ClusterState) {
+			// Only the newest snapshot matters.
+			for {
+				select {
+				case states <- st:
+					return
+				default:
+				}
+				select {
+				case <-states:
+				default:
+				}
+			}
+		})
+	})
+
+	sweep := time.NewTimer(s.cfg.StaleTimeout)
+	defer sweep.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-srcErr:
+			if ctx.Err() == nil {
+				if err == nil {
+					err = errors.New("stopped")
+				}
+				runErr = fmt.Errorf("cluster source: %w", err)
+			}
+			break loop
+		case st := <-states:
+			first := s.expectEOR == nil
+			s.apply(ctx, st)
+			if first {
+				sweep.Reset(s.cfg.StaleTimeout)
+				s.startEORWait()
+			}
+		case <-s.eorDone:
+			s.sweep("all peers sent End-of-RIB")
+		case <-sweep.C:
+			s.sweep("timed out waiting for End-of-RIB")
+		}
+	}
+	stopSrc()
+	s.shutdown(srv, stopWatch)
+	stopRoutes()
+	wg.Wait()
+	return runErr
+}
+
+func (s *Speaker) shutdown(srv *server.BgpServer, stopWatch func()) {
+	// From here on, session teardown must not delete routes: with
+	// KeepRoutesOnExit they stay for the next start to adopt.
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.stopServer(srv)
+	stopWatch()
+	if s.cfg.KeepRoutesOnExit {
+		s.log.Info("BGP stopped; routes kept for the next start", "routes", len(s.routes.Routes()))
+		return
+	}
+	n, err := s.routes.Flush()
+	if err != nil {
+		s.log.Error("flush routes on exit", "err", err)
+	}
+	s.log.Info("BGP stopped; routes removed", "routes", n)
+}
+
+func (s *Speaker) stopServer(srv *server.BgpServer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Sends Cease (peer de-configured) to every established peer.
+	if err := srv.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
+		s.log.Warn("stop BGP", "err", err)
+	}
+}
+
+func (s *Speaker) startEORWait() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expectEOR = map[netip.Addr]bool{}
+	for a := range s.peers {
+		s.expectEOR[a] = true
+	}
+	s.checkEORLocked()
+}
+
+// checkEORLocked signals the run loop once every expected peer has sent
+// End-of-RIB (or is no longer configured).
+func (s *Speaker) checkEORLocked() {
+	if s.expectEOR == nil || s.swept || len(s.expectEOR) == 0 {
+		return
+	}
+	for a := range s.expectEOR {
+		if _, still := s.peers[a]; !still {
+			continue
+		}
+		if ss := s.sessions[a]; ss == nil || !ss.eor {
+			return
+		}
+	}
+	select {
+	case s.eorDone <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Speaker) sweep(why string) {
+	s.mu.Lock()
+	if s.swept {
+		s.mu.Unlock()
+		return
+	}
+	s.swept = true
+	s.mu.Unlock()
+	n := s.routes.Sweep()
+	s.log.Info("startup route sweep done", "why", why, "deleted", n)
+}
+
+// apply takes a new cluster snapshot: import policy first (so paths from new
+// peers meet the right policy), then the peer set.
+func (s *Speaker) apply(ctx context.Context, st ClusterState) {
+	pools := slices.Clone(st.Pools)
+	for _, p := range s.cfg.PodCIDRs {
+		pools = append(pools, Pool{Name: "config", CIDR: p, BlockSize: s.cfg.BlockSize})
+	}
+	pol := NewPolicy(pools, st.Affinities, st.Nodes)
+	if err := s.setPolicy(ctx, pol); err != nil {
+		s.log.Error("update BGP import policy", "err", err)
+	}
+
+	s.mu.Lock()
+	s.state = st
+	desired, problems := desiredPeers(&s.cfg, st, s.sel)
+	for a, p := range problems {
+		if s.problems[a] != p {
+			s.log.Warn("BGP peer not configured", "peer", a, "problem", p)
+		}
+	}
+	s.problems = problems
+	current := s.peers
+	srv := s.srv
+	s.mu.Unlock()
+
+	for a, old := range current {
+		if nw, ok := desired[a]; ok && nw == old {
+			continue
+		}
+		if err := srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); err != nil {
+			s.log.Error("remove BGP peer", "peer", a, "err", err)
+			continue
+		}
+		s.mu.Lock()
+		delete(s.peers, a)
+		delete(s.sessions, a)
+		delete(s.adjIn, a)
+		s.mu.Unlock()
+		s.m.forget(a.String())
+		if _, ok := desired[a]; !ok {
+			s.log.Info("removed BGP peer", "peer", a, "kind", old.Kind, "node", old.Node)
+		}
+	}
+	for a, p := range desired {
+		s.mu.Lock()
+		_, have := s.peers[a]
+		s.mu.Unlock()
+		if have {
+			continue
+		}
+		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.cfg.apiPeer(p)}); err != nil {
+			s.log.Error("add BGP peer", "peer", a, "err", err)
+			continue
+		}
+		s.mu.Lock()
+		s.peers[a] = p
+		s.sessions[a] = &session{since: time.Now(), as: p.AS}
+		s.mu.Unlock()
+		s.m.peerState.WithLabelValues(a.String()).Set(1)
+		s.m.peerUp.WithLabelValues(a.String()).Set(0)
+		s.log.Info("added BGP peer", "peer", a, "as", p.AS, "kind", p.Kind, "node", p.Node, "md5", p.Password != "")
+	}
+	s.applyPassive(ctx, st)
+	s.mu.Lock()
+	s.checkEORLocked()
+	s.mu.Unlock()
+}
+
+// applyPassive configures the dynamic-neighbour groups once their passwords
+// are known. Later password changes need a restart (GoBGP cannot change a
+// group's password in place).
+func (s *Speaker) applyPassive(ctx context.Context, st ClusterState) {
+	if len(s.passive) == len(s.cfg.PassivePeers) {
+		return
+	}
+	for i, p := range s.cfg.PassivePeers {
+		name := passiveGroupName(i)
+		if slices.Contains(s.passive, name) {
+			continue
+		}
+		pw := ""
+		if p.PasswordSecret != nil {
+			v, ok := st.Secrets[*p.PasswordSecret]
+			if !ok || v == "" {
+				s.log.Warn("passive BGP peers not configured yet", "prefix", p.Prefix, "problem", "waiting for password secret "+p.PasswordSecret.String())
+				continue
+			}
+			pw = v
+		}
+		if err := s.srv.AddPeerGroup(ctx, &api.AddPeerGroupRequest{PeerGroup: s.cfg.apiPeerGroup(name, p, pw)}); err != nil {
+			s.log.Error("add passive BGP peer group", "prefix", p.Prefix, "err", err)
+			continue
+		}
+		if err := s.srv.AddDynamicNeighbor(ctx, &api.AddDynamicNeighborRequest{DynamicNeighbor: &api.DynamicNeighbor{
+			Prefix: p.Prefix.String(), PeerGroup: name}}); err != nil {
+			s.log.Error("add passive BGP peers", "prefix", p.Prefix, "err", err)
+			continue
+		}
+		s.passive = append(s.passive, name)
+		s.log.Info("accepting BGP sessions", "from", p.Prefix, "as", p.AS, "md5", pw != "")
+	}
+}
+
+// setPolicy swaps the import policy in GoBGP when it changed and has GoBGP
+// re-evaluate what it already received (soft reset in). Our copy changes
+// first: a path checked against the new rules while GoBGP still has the old
+// ones is at worst skipped and then withdrawn by the soft reset, never
+// installed wrongly.
+func (s *Speaker) setPolicy(ctx context.Context, pol *Policy) error {
+	req := pol.gobgp()
+	s.mu.Lock()
+	if s.lastPolicy != nil && proto.Equal(req, s.lastPolicy) {
+		s.policy = pol
+		s.mu.Unlock()
+		return nil
+	}
+	first := s.lastPolicy == nil
+	s.policy = pol
+	s.reevaluateLocked()
+	srv := s.srv
+	s.mu.Unlock()
+
+	if err := srv.SetPolicies(ctx, req); err != nil {
+		return fmt.Errorf("set BGP policies: %w", err)
+	}
+	s.mu.Lock()
+	s.lastPolicy = req
+	s.mu.Unlock()
+	if first {
+		return nil
+	}
+	s.m.policyUpdates.Inc()
+	s.log.Info("BGP import policy updated", "pools", len(pol.pools), "ownershipChecked", pol.OwnershipKnown(),
+		"ownedBlocks", len(pol.owners))
+	if err := srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true,
+		Direction: api.ResetPeerRequest_IN}); err != nil {
+		return fmt.Errorf("re-evaluate received routes: %w", err)
+	}
+	return nil
+}
+
+// reevaluateLocked recounts received paths under the current policy.
+func (s *Speaker) reevaluateLocked() {
+	for peer, rib := range s.adjIn {
+		for p, r := range rib {
+			r.verdict = s.policy.Decide(p, r.nextHop)
+			rib[p] = r
+		}
+		s.updateCountsLocked(peer)
+	}
+}
+
+func (s *Speaker) updateCountsLocked(peer netip.Addr) {
+	acc := 0
+	rib := s.adjIn[peer]
+	for _, r := range rib {
+		if r.verdict.Accept {
+			acc++
+		}
+	}
+	l := peer.String()
+	s.m.received.WithLabelValues(l).Set(float64(len(rib)))
+	s.m.accepted.WithLabelValues(l).Set(float64(acc))
+	s.m.rejected.WithLabelValues(l).Set(float64(len(rib) - acc))
+}
+
+// onEvent handles session changes, best paths and End-of-RIB markers.
+func (s *Speaker) onEvent(r *api.WatchEventResponse) {
+	if pe := r.GetPeer(); pe != nil {
+		s.onPeerEvent(pe)
+		return
+	}
+	for _, p := range r.GetTable().GetPaths() {
+		s.onBestPath(p)
+	}
+}
+
+func (s *Speaker) onPeerEvent(pe *api.WatchEventResponse_PeerEvent) {
+	if pe.GetType() != api.WatchEventResponse_PeerEvent_STATE {
+		return
+	}
+	st := pe.GetPeer().GetState()
+	addr, err := netip.ParseAddr(st.GetNeighborAddress())
+	if err != nil {
+		return
+	}
+	addr = addr.Unmap()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || !s.knownPeerLocked(addr) {
+		return
+	}
+	ss := s.sessions[addr]
+	if ss == nil {
+		ss = &session{}
+		s.sessions[addr] = ss
+	}
+	state := st.GetSessionState()
+	if state == ss.state {
+		return
+	}
+	prev := ss.state
+	ss.state, ss.since = state, time.Now()
+	if as := st.GetPeerAsn(); as != 0 {
+		ss.as = as
+	}
+	l := addr.String()
+	s.m.peerState.WithLabelValues(l).Set(float64(state))
+	switch {
+	case state == api.PeerState_ESTABLISHED:
+		s.m.peerUp.WithLabelValues(l).Set(1)
+		s.log.Info("BGP session established", "peer", addr, "as", ss.as, "node", s.peers[addr].Node)
+	case prev == api.PeerState_ESTABLISHED:
+		s.m.peerUp.WithLabelValues(l).Set(0)
+		ss.eor = false
+		s.log.Warn("BGP session down", "peer", addr, "node", s.peers[addr].Node, "state", stateName(state),
+			"gracefulRestart", !s.cfg.DisableGracefulRestart)
+	}
+}
+
+// knownPeerLocked filters out late events about peers already removed.
+func (s *Speaker) knownPeerLocked(a netip.Addr) bool {
+	if _, ok := s.peers[a]; ok {
+		return true
+	}
+	for _, p := range s.cfg.PassivePeers {
+		if p.Prefix.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Speaker) onBestPath(p *api.Path) {
+	peer, _ := netip.ParseAddr(p.GetNeighborIp())
+	peer = peer.Unmap()
+	if p.GetNlri() == nil {
+		if p.GetFamily().GetAfi() == api.Family_AFI_IP && p.GetFamily().GetSafi() == api.Family_SAFI_UNICAST {
+			s.onEndOfRIB(peer)
+		}
+		return
+	}
+	if !peer.IsValid() {
+		return // a local path; we originate none
+	}
+	prefix, nextHop, err := pathPrefixNextHop(p)
+	if err != nil {
+		s.log.Warn("ignoring unreadable BGP path", "peer", peer, "err", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	if p.GetIsWithdraw() {
+		if _, ok := s.best[prefix]; ok {
+			delete(s.best, prefix)
+			s.routes.Delete(prefix)
+		}
+		s.m.bestPaths.Set(float64(len(s.best)))
+		return
+	}
+	if v := s.policy.Decide(prefix, nextHop); !v.Accept {
+		// Only during a policy change (see setPolicy); the soft reset
+		// that follows withdraws it in GoBGP too.
+		s.log.Debug("best path not installed: rejected by the current policy", "prefix", prefix, "nextHop", nextHop, "reason", v.Reason)
+		if _, ok := s.best[prefix]; ok {
+			delete(s.best, prefix)
+			s.routes.Delete(prefix)
+		}
+		s.m.bestPaths.Set(float64(len(s.best)))
+		return
+	}
+	s.best[prefix] = bestPath{nextHop: nextHop, peer: peer}
+	s.routes.Set(prefix, nextHop)
+	s.m.bestPaths.Set(float64(len(s.best)))
+}
+
+func (s *Speaker) onEndOfRIB(peer netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.sessions[peer]; ss != nil {
+		ss.eor = true
+	}
+	s.log.Debug("End-of-RIB received", "peer", peer)
+	s.checkEORLocked()
+}
+
+// onReceivedEvent tracks each peer's announcements before policy.
+func (s *Speaker) onReceivedEvent(r *api.WatchEventResponse) {
+	if pe := r.GetPeer(); pe != nil {
+		if pe.GetType() != api.WatchEventResponse_PeerEvent_STATE ||
+			pe.GetPeer().GetState().GetSessionState() == api.PeerState_ESTABLISHED {
+			return
+		}
+		addr, err := netip.ParseAddr(pe.GetPeer().GetState().GetNeighborAddress())
+		if err != nil {
+			return
+		}
+		addr = addr.Unmap()
+		s.mu.Lock()
+		if _, ok := s.adjIn[addr]; ok {
+			// A session that is not up has nothing current to count
+			// (with graceful restart GoBGP keeps the routes; they are
+			// re-announced and counted again on reconnection).
+			delete(s.adjIn, addr)
+			if s.knownPeerLocked(addr) {
+				s.updateCountsLocked(addr)
+			}
+		}
+		s.mu.Unlock()
+		return
+	}
+	paths := r.GetTable().GetPaths()
+	if len(paths) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	touched := map[netip.Addr]bool{}
+	for _, p := range paths {
+		if p.GetNlri() == nil {
+			continue
+		}
+		peer, err := netip.ParseAddr(p.GetNeighborIp())
+		if err != nil {
+			continue
+		}
+		peer = peer.Unmap()
+		prefix, nextHop, err := pathPrefixNextHop(p)
+		if err != nil {
+			continue
+		}
+		rib := s.adjIn[peer]
+		if rib == nil {
+			rib = map[netip.Prefix]received{}
+			s.adjIn[peer] = rib
+		}
+		touched[peer] = true
+		if p.GetIsWithdraw() {
+			delete(rib, prefix)
+			continue
+		}
+		v := s.policy.Decide(prefix, nextHop)
+		prev, had := rib[prefix]
+		rib[prefix] = received{nextHop: nextHop, verdict: v}
+		if !v.Accept && (!had || prev.verdict != v || prev.nextHop != nextHop) {
+			s.m.rejectedTotal.WithLabelValues(peer.String(), string(v.Reason)).Inc()
+			s.log.Warn("rejected BGP route", "peer", peer, "prefix", prefix, "nextHop", nextHop,
+				"reason", v.Reason, "owner", v.Owner)
+		}
+	}
+	for peer := range touched {
+		if s.knownPeerLocked(peer) {
+			s.updateCountsLocked(peer)
+		}
+	}
+}
+
+// pathPrefixNextHop reads an IPv4 unicast path.
+func pathPrefixNextHop(p *api.Path) (netip.Prefix, netip.Addr, error) {
+	nlri, err := apiutil.GetNativeNlri(p)
+	if err != nil {
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("NLRI: %w", err)
+	}
+	ipp, ok := nlri.(*bgp.IPAddrPrefix)
+	if !ok {
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("NLRI %s is not IPv4 unicast", nlri)
+	}
+	a, ok := netip.AddrFromSlice(ipp.Prefix)
+	if !ok {
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("NLRI %s: bad address", nlri)
+	}
+	prefix := netip.PrefixFrom(a.Unmap(), int(ipp.Length)).Masked()
+	if p.GetIsWithdraw() {
+		return prefix, netip.Addr{}, nil
+	}
+	attrs, err := apiutil.GetNativePathAttributes(p)
+	if err != nil {
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("path attributes of %s: %w", prefix, err)
+	}
+	for _, at := range attrs {
+		switch at := at.(type) {
+		case *bgp.PathAttributeNextHop:
+			if nh, ok := netip.AddrFromSlice(at.Value); ok {
+				return prefix, nh.Unmap(), nil
+			}
+		case *bgp.PathAttributeMpReachNLRI:
+			if nh, ok := netip.AddrFromSlice(at.Nexthop); ok {
+				return prefix, nh.Unmap(), nil
+			}
+		}
+	}
+	return netip.Prefix{}, netip.Addr{}, fmt.Errorf("path to %s has no next hop", prefix)
+}
+
+func stateName(s api.PeerState_SessionState) string {
+	switch s {
+	case api.PeerState_IDLE:
+		return "Idle"
+	case api.PeerState_CONNECT:
+		return "Connect"
+	case api.PeerState_ACTIVE:
+		return "Active"
+	case api.PeerState_OPENSENT:
+		return "OpenSent"
+	case api.PeerState_OPENCONFIRM:
+		return "OpenConfirm"
+	case api.PeerState_ESTABLISHED:
+		return "Established"
+	}
+	return "Unknown"
+}

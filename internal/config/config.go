@@ -1,0 +1,253 @@
+// Package config holds the daemon's options: parsed once from flags,
+// validated once, then read-only. Flag names follow the HAProxy Kubernetes
+// Ingress Controller where it has the same option.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Config is everything `perimeter run` needs.
+type Config struct {
+	External   bool
+	Kubeconfig string
+	Program    string
+	ConfigDir  string
+	RuntimeDir string
+
+	ConfigMap             string
+	ConfigMapErrorFiles   string
+	ConfigMapTCPServices  string
+	DefaultBackendService string
+	IngressClass          string
+	EmptyIngressClass     bool
+	NamespaceWhitelist    []string
+	NamespaceBlacklist    []string
+	ConfigSnippets        []string
+
+	HTTPBindPort    int
+	HTTPSBindPort   int
+	IPv4BindAddress string
+	IPv6BindAddress string
+	DisableHTTP     bool
+	DisableHTTPS    bool
+	DisableIPv4     bool
+	DisableIPv6     bool
+
+	StatsBindAddress      string
+	StatsBindPort         int
+	HealthzBindPort       int
+	ControllerBindAddress string
+	ControllerPort        int
+
+	SyncPeriod time.Duration
+	Log        string
+	Version    bool
+
+	BGP BGP
+}
+
+// BGP holds the embedded speaker's options; the speaker is off unless
+// LocalAS is set.
+type BGP struct {
+	LocalAS          uint32
+	RouterID         string
+	ListenAddress    string
+	ListenPort       int
+	Peers            []string
+	PeersFromNodes   bool
+	ClusterAS        uint32
+	PassivePrefix    string
+	PodCIDRs         []string
+	RouteTable       int
+	HoldTime         time.Duration
+	KeepRoutesOnExit bool
+	MaxPrefixes      uint32
+}
+
+// Enabled reports whether the BGP speaker should run.
+func (b BGP) Enabled() bool { return b.LocalAS != 0 }
+
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+
+// Set accepts repeated flags and comma-separated lists alike, as the peer
+// controller's users write both.
+func (l listFlag) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l.v = append(*l.v, p)
+		}
+	}
+	return nil
+}
+
+type repeatFlag struct{ v *[]string }
+
+func (r repeatFlag) String() string {
+	if r.v == nil {
+		return ""
+	}
+	return strings.Join(*r.v, " ")
+}
+func (r repeatFlag) Set(s string) error { *r.v = append(*r.v, s); return nil }
+
+// FlagSet registers every option on a new flag set bound to c.
+func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.BoolVar(&c.External, "external", true, "run outside the cluster against --kubeconfig (always on; accepted for compatibility)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "/etc/perimeter/kubeconfig", "kubeconfig of the cluster to serve")
+	fs.StringVar(&c.Program, "program", "/usr/sbin/haproxy", "HAProxy binary")
+	fs.StringVar(&c.ConfigDir, "config-dir", "/var/lib/perimeter", "directory for the generated haproxy.cfg, maps and certificates")
+	fs.StringVar(&c.RuntimeDir, "runtime-dir", "/run/perimeter", "directory for HAProxy's sockets and pid file")
+	fs.StringVar(&c.ConfigMap, "configmap", "", "controller ConfigMap, NAMESPACE/NAME")
+	fs.StringVar(&c.ConfigMapErrorFiles, "configmap-errorfiles", "", "ConfigMap of custom error pages (keys are status codes), NAMESPACE/NAME")
+	fs.StringVar(&c.ConfigMapErrorFiles, "configmap-errorfile", "", "alias of --configmap-errorfiles")
+	fs.StringVar(&c.ConfigMapTCPServices, "configmap-tcp-services", "", "ConfigMap of TCP services (\"PORT\": \"NS/SERVICE:PORT\"), NAMESPACE/NAME")
+	fs.StringVar(&c.DefaultBackendService, "default-backend-service", "", "Service answering requests no rule matches, NAMESPACE/NAME (default: a built-in 404)")
+	fs.StringVar(&c.IngressClass, "ingress.class", "", "serve Ingresses of this class (IngressClass controller haproxy.org/ingress-controller/CLASS); empty: Ingresses without a class")
+	fs.BoolVar(&c.EmptyIngressClass, "empty-ingress-class", false, "with --ingress.class, also serve Ingresses without a class")
+	fs.Var(listFlag{&c.NamespaceWhitelist}, "namespace-whitelist", "only watch these namespaces (repeatable or comma-separated)")
+	fs.Var(listFlag{&c.NamespaceBlacklist}, "namespace-blacklist", "ignore these namespaces (repeatable or comma-separated)")
+	fs.Var(listFlag{&c.ConfigSnippets}, "config-snippets", "enable config snippets of these kinds: global, backend (default: none)")
+	fs.IntVar(&c.HTTPBindPort, "http-bind-port", 80, "HTTP port")
+	fs.IntVar(&c.HTTPSBindPort, "https-bind-port", 443, "HTTPS port")
+	fs.StringVar(&c.IPv4BindAddress, "ipv4-bind-address", "0.0.0.0", "IPv4 address HAProxy binds")
+	fs.StringVar(&c.IPv6BindAddress, "ipv6-bind-address", "::", "IPv6 address HAProxy binds")
+	fs.BoolVar(&c.DisableHTTP, "disable-http", false, "do not serve HTTP")
+	fs.BoolVar(&c.DisableHTTPS, "disable-https", false, "do not serve HTTPS")
+	fs.BoolVar(&c.DisableIPv4, "disable-ipv4", false, "do not bind IPv4")
+	fs.BoolVar(&c.DisableIPv6, "disable-ipv6", false, "do not bind IPv6")
+	fs.StringVar(&c.StatsBindAddress, "stats-bind-address", "127.0.0.1", "address of HAProxy's stats page and exporter")
+	fs.IntVar(&c.StatsBindPort, "stats-bind-port", 1024, "port of HAProxy's stats page (/stats) and Prometheus exporter (/metrics); 0 disables")
+	fs.IntVar(&c.HealthzBindPort, "healthz-bind-port", 1042, "port of HAProxy's /healthz (on the stats address); 0 disables")
+	fs.StringVar(&c.ControllerBindAddress, "controller-bind-address", "127.0.0.1", "address of the daemon's /healthz, /readyz, /metrics")
+	fs.IntVar(&c.ControllerPort, "controller-port", 6060, "port of the daemon's /healthz, /readyz, /metrics; 0 disables")
+	fs.DurationVar(&c.SyncPeriod, "sync-period", time.Second, "least time between two HAProxy reloads; runtime changes are never delayed")
+	fs.StringVar(&c.Log, "log", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+
+	fs.Func("bgp-local-as", "AS number of the embedded BGP speaker (enables it)", func(s string) error { return parseAS(s, &c.BGP.LocalAS) })
+	fs.StringVar(&c.BGP.RouterID, "bgp-router-id", "", "BGP router ID (default: the listen address)")
+	fs.StringVar(&c.BGP.ListenAddress, "bgp-listen-address", "", "address the BGP speaker listens on")
+	fs.IntVar(&c.BGP.ListenPort, "bgp-listen-port", 179, "BGP port")
+	fs.Var(repeatFlag{&c.BGP.Peers}, "bgp-peer", "static BGP peer ADDRESS[,as=N][,password-secret=NS/NAME[:KEY]] (repeatable)")
+	fs.BoolVar(&c.BGP.PeersFromNodes, "bgp-peers-from-nodes", false, "peer with every Node (Calico's projectcalico.org/IPv4Address, else InternalIP)")
+	fs.Func("bgp-cluster-as", "AS of nodes without projectcalico.org/ASNumber (default: --bgp-local-as)", func(s string) error { return parseAS(s, &c.BGP.ClusterAS) })
+	fs.StringVar(&c.BGP.PassivePrefix, "bgp-passive-prefix", "", "accept BGP sessions from peers in this prefix")
+	fs.Var(listFlag{&c.BGP.PodCIDRs}, "pod-cidr", "pod CIDRs whose blocks are accepted (repeatable; also read from Calico IPPools)")
+	fs.IntVar(&c.BGP.RouteTable, "route-table", 0, "kernel routing table for learned routes (default: main)")
+	fs.DurationVar(&c.BGP.HoldTime, "bgp-hold-time", 30*time.Second, "BGP hold time")
+	fs.BoolVar(&c.BGP.KeepRoutesOnExit, "bgp-keep-routes-on-exit", false, "keep learned routes when the daemon stops")
+	fs.Func("bgp-max-prefixes", "most prefixes accepted from one peer (default 10000)", func(s string) error {
+		var n uint32
+		if err := parseAS(s, &n); err != nil {
+			return err
+		}
+		c.BGP.MaxPrefixes = n
+		return nil
+	})
+	return fs
+}
+
+func parseAS(s string, out *uint32) error {
+	var n uint64
+	if _, err := fmt.Sscan(s, &n); err != nil || n == 0 || n > 4294967295 {
+		return fmt.Errorf("not a number from 1 to 4294967295: %q", s)
+	}
+	*out = uint32(n)
+	return nil
+}
+
+// Validate checks what flag parsing cannot, so the daemon fails at start
+// with one line instead of later with a confusing one.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, f := range []struct{ flag, v string }{
+		{"configmap", c.ConfigMap}, {"configmap-errorfiles", c.ConfigMapErrorFiles},
+		{"configmap-tcp-services", c.ConfigMapTCPServices}, {"default-backend-service", c.DefaultBackendService},
+	} {
+		if f.v == "" {
+			continue
+		}
+		ns, name, ok := strings.Cut(f.v, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("--%s=%q: want NAMESPACE/NAME", f.flag, f.v))
+		}
+	}
+	for _, p := range []struct {
+		flag string
+		v    int
+	}{{"http-bind-port", c.HTTPBindPort}, {"https-bind-port", c.HTTPSBindPort}, {"stats-bind-port", c.StatsBindPort},
+		{"healthz-bind-port", c.HealthzBindPort}, {"controller-port", c.ControllerPort}, {"bgp-listen-port", c.BGP.ListenPort}} {
+		if p.v < 0 || p.v > 65535 {
+			errs = append(errs, fmt.Errorf("--%s=%d: not a port", p.flag, p.v))
+		}
+	}
+	for _, a := range []struct{ flag, v string }{{"ipv4-bind-address", c.IPv4BindAddress}, {"ipv6-bind-address", c.IPv6BindAddress},
+		{"stats-bind-address", c.StatsBindAddress}, {"controller-bind-address", c.ControllerBindAddress}} {
+		if _, err := netip.ParseAddr(a.v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s=%q: not an IP address", a.flag, a.v))
+		}
+	}
+	if ip, err := netip.ParseAddr(c.IPv4BindAddress); err == nil && !ip.Is4() {
+		errs = append(errs, fmt.Errorf("--ipv4-bind-address=%q: not IPv4", c.IPv4BindAddress))
+	}
+	if ip, err := netip.ParseAddr(c.IPv6BindAddress); err == nil && !ip.Is6() {
+		errs = append(errs, fmt.Errorf("--ipv6-bind-address=%q: not IPv6", c.IPv6BindAddress))
+	}
+	if c.DisableIPv4 && c.DisableIPv6 {
+		errs = append(errs, errors.New("--disable-ipv4 and --disable-ipv6 leave nothing to bind"))
+	}
+	for _, s := range c.ConfigSnippets {
+		if s != "global" && s != "backend" {
+			errs = append(errs, fmt.Errorf("--config-snippets: unknown kind %q (want global, backend)", s))
+		}
+	}
+	if _, err := c.LogLevel(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.SyncPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--sync-period=%s: negative", c.SyncPeriod))
+	}
+	if c.BGP.PassivePrefix != "" {
+		if _, err := netip.ParsePrefix(c.BGP.PassivePrefix); err != nil {
+			errs = append(errs, fmt.Errorf("--bgp-passive-prefix: %w", err))
+		}
+	}
+	for _, p := range c.BGP.PodCIDRs {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			errs = append(errs, fmt.Errorf("--pod-cidr: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LogLevel maps --log to a slog level.
+func (c *Config) LogLevel() (slog.Level, error) {
+	switch strings.ToLower(c.Log) {
+	case "debug", "trace":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("--log=%q: want debug, info, warn or error", c.Log)
+}

@@ -1,0 +1,449 @@
+package haproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// A map diff larger than this is sent as one atomic replacement
+// (prepare map / add map @ver / commit map) instead of entry by entry.
+const bulkMapOps = 100
+
+// rejection is a backend version HAProxy refused.
+type rejection struct {
+	spec   backendSpec
+	reason string
+}
+
+// Apply brings HAProxy to want: through the Runtime API when only
+// endpoints and map entries changed, through a checked reload otherwise. It
+// may be called before Run: the files are then written for Run to start
+// with.
+func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	target, problems := desiredState(want)
+	for _, p := range problems {
+		d.log.Warn("desired value dropped", "object", refString(p.Object), "message", p.Message)
+	}
+	res := Result{Quarantined: problems}
+	cur := d.cur
+	known := cur != nil
+	if !known {
+		cur = emptyState()
+	}
+	res.Quarantined = append(res.Quarantined, d.quarantineKnown(cur, target)...)
+	withSlots(cur, target)
+
+	if known && !d.dirty && sameStructure(cur, target) {
+		return d.applyRuntime(ctx, cur, target, res, "")
+	}
+	if d.running.Load() && known && d.opts.MinReloadInterval > 0 && !d.lastReload.IsZero() {
+		if wait := d.opts.MinReloadInterval - d.now().Sub(d.lastReload); wait > 0 {
+			res.RetryAfter = wait
+			why := fmt.Sprintf("reload deferred %s: %s", wait.Round(time.Millisecond), summarize(structuralChanges(cur, target)))
+			return d.applyRuntime(ctx, cur, runtimeSubset(cur, target), res, why)
+		}
+	}
+	return d.applyReload(ctx, cur, known, target, res)
+}
+
+// applyRuntime moves HAProxy from cur to next, which have the same
+// structure, with Runtime API commands and writes next to disk.
+func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result, why string) (Result, error) {
+	srvCmds := serverCommands(cur, next)
+	mapCmds, bulk := d.mapCommands(cur, next)
+	if len(srvCmds) == 0 && len(mapCmds) == 0 && len(bulk) == 0 {
+		res.Reason = why
+		if why == "" {
+			res.Reason = "no change"
+			d.log.Debug("no change")
+		} else {
+			d.log.Info("no runtime change", "reason", why, "retry_after", res.RetryAfter)
+		}
+		d.serving.Store(d.running.Load() && d.fromApply)
+		return res, nil
+	}
+	summary := fmt.Sprintf("%d server and %d map commands", len(srvCmds), len(mapCmds))
+	if len(bulk) > 0 {
+		summary += ", replace maps " + strings.Join(bulk, ",")
+	}
+	if why != "" {
+		summary = why + "; " + summary
+	}
+
+	if !d.running.Load() {
+		if err := d.writeFiles(cur, next, "", len(srvCmds) > 0); err != nil {
+			return res, err
+		}
+		res.Reason = "files written, haproxy not running: " + summary
+		d.log.Info("files written for the next start", "changes", summary)
+		return res, nil
+	}
+
+	// The Runtime API goes first: that is the latency that matters, and d.mu
+	// keeps a restart or reload from reading the files in between.
+	start := time.Now()
+	n, rtErr := d.execRuntime(ctx, next, srvCmds, mapCmds, bulk)
+	res.RuntimeOps = n
+	if err := d.writeFiles(cur, next, "", len(srvCmds) > 0); err != nil {
+		// The live HAProxy is ahead of the files: forget what the files
+		// hold so the next Apply renders, checks and reloads everything.
+		d.cur = nil
+		d.dirty = true
+		return res, err
+	}
+	if rtErr != nil {
+		d.log.Warn("runtime change failed, reloading instead", "error", rtErr, "changes", summary)
+		if err := d.reload(ctx); err != nil {
+			d.dirty = true
+			return res, fmt.Errorf("runtime change failed (%v), and so did the reload: %w", rtErr, err)
+		}
+		res.Reloaded = true
+		res.Reason = "reload after runtime failure: " + rtErr.Error()
+		d.serving.Store(true)
+		return res, nil
+	}
+	d.loadedGen = d.diskGen
+	d.serving.Store(true)
+	res.Reason = "runtime: " + summary
+	d.log.Info("applied at runtime", "changes", summary, "ops", n, "took", time.Since(start).Round(time.Microsecond), "retry_after", res.RetryAfter)
+	return res, nil
+}
+
+// applyReload checks target (quarantining the backends HAProxy refuses),
+// writes it and reloads.
+func (d *Driver) applyReload(ctx context.Context, cur *state, known bool, target *state, res Result) (Result, error) {
+	target, quarantined, cfg, err := d.validated(ctx, cur, target)
+	res.Quarantined = append(res.Quarantined, quarantined...)
+	if err != nil {
+		d.log.Error("configuration rejected, the running one stays", "error", err)
+		return res, err
+	}
+	if known && !d.dirty && sameStructure(cur, target) {
+		return d.applyRuntime(ctx, cur, target, res, "structural change quarantined")
+	}
+	changes := structuralChanges(cur, target)
+	if d.dirty {
+		changes = append(changes, "live haproxy behind the files")
+	}
+	if err := d.writeFiles(cur, target, cfg, true); err != nil {
+		d.cur = nil
+		return res, err
+	}
+	if !d.running.Load() {
+		res.Reason = "files written, haproxy not running: " + summarize(changes)
+		d.log.Info("files written for the next start", "changes", summarize(changes))
+		return res, nil
+	}
+	start := time.Now()
+	if err := d.reload(ctx); err != nil {
+		d.dirty = true
+		return res, err
+	}
+	res.Reloaded = true
+	res.Reason = "reload: " + summarize(changes)
+	d.serving.Store(true)
+	d.log.Info("reloaded", "changes", summarize(changes), "took", time.Since(start).Round(time.Millisecond))
+	return res, nil
+}
+
+// quarantineKnown gives backends whose desired version HAProxy already
+// refused their fallback at once, without another `haproxy -c`.
+func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
+	var out []model.Problem
+	for name, r := range d.rejected {
+		tb, ok := target.backends[name]
+		if !ok || tb.spec != r.spec {
+			delete(d.rejected, name)
+			continue
+		}
+		tb.spec = fallbackSpec(cur, tb.spec)
+		out = append(out, quarantineProblem(r.spec, r.reason))
+	}
+	slices.SortFunc(out, func(a, b model.Problem) int { return strings.Compare(a.Message, b.Message) })
+	return out
+}
+
+// fallbackSpec is the last good version of a backend, or an empty backend
+// without servers when it never loaded.
+func fallbackSpec(cur *state, spec backendSpec) backendSpec {
+	if cb, ok := cur.backends[spec.Name]; ok {
+		return cb.spec
+	}
+	return backendSpec{Name: spec.Name, Namespace: spec.Namespace, Service: spec.Service}
+}
+
+func quarantineProblem(spec backendSpec, reason string) model.Problem {
+	return model.Problem{
+		Object:  model.ObjectRef{Kind: "Service", Namespace: spec.Namespace, Name: spec.Service},
+		Reason:  "ConfigRejected",
+		Message: fmt.Sprintf("haproxy rejected backend %s: %s; its last good version is kept", spec.Name, reason),
+	}
+}
+
+// validated renders and checks target; each backend HAProxy blames gets its
+// fallback version and the rest is checked again. Anything HAProxy blames
+// outside the model's backends fails the whole change.
+func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []model.Problem, string, error) {
+	var problems []model.Problem
+	for range len(target.backends) + 2 {
+		cfg, err := d.check(ctx, target)
+		if err == nil {
+			return target, problems, cfg, nil
+		}
+		var ce *checkError
+		if !errors.As(err, &ce) {
+			return nil, problems, "", err
+		}
+		blamed := false
+		for _, alert := range ce.Alerts {
+			kind, name, reason := blame(cfg, alert)
+			switch {
+			case kind == "backend" && target.backends[name] != nil:
+				tb := target.backends[name]
+				fb := fallbackSpec(cur, tb.spec)
+				if tb.spec == fb {
+					continue // already the last good version: not its fault
+				}
+				d.rejected[name] = rejection{spec: tb.spec, reason: reason}
+				problems = append(problems, quarantineProblem(tb.spec, reason))
+				d.log.Warn("backend quarantined", "backend", name, "service", tb.spec.Namespace+"/"+tb.spec.Service, "reason", reason)
+				tb.spec = fb
+				var prev []slot
+				if cb, ok := cur.backends[name]; ok {
+					prev = cb.slots
+				}
+				tb.slots = assignSlots(prev, tb.endpoints, fb.Slots)
+				blamed = true
+			case (kind == "global" || kind == "defaults") && target.global != cur.global:
+				problems = append(problems, model.Problem{
+					Object:  model.ObjectRef{Kind: "ConfigMap"},
+					Reason:  "ConfigRejected",
+					Message: fmt.Sprintf("haproxy rejected the global settings: %s; the previous ones are kept", reason),
+				})
+				d.log.Warn("global settings quarantined", "reason", reason)
+				target.global = cur.global
+				blamed = true
+			}
+		}
+		if !blamed {
+			return nil, problems, "", fmt.Errorf("haproxy rejected the configuration: %s", strings.Join(ce.Alerts, "; "))
+		}
+	}
+	return nil, problems, "", errors.New("haproxy kept rejecting the configuration after quarantining backends")
+}
+
+// writeFiles writes the map files and haproxy.cfg of next, skipping what is
+// unchanged from cur; cfg is the rendered next when already at hand.
+func (d *Driver) writeFiles(cur, next *state, cfg string, slotsChanged bool) error {
+	for _, name := range mapNames {
+		if d.cur != nil && maps.Equal(cur.maps[name], next.maps[name]) {
+			continue
+		}
+		if err := writeFileAtomic(d.rend.mapPath(name), mapFile(next.maps[name]), 0o640); err != nil {
+			return err
+		}
+	}
+	// With the same structure and slots, haproxy.cfg would not change.
+	if cfg != "" || slotsChanged || d.cur == nil {
+		if cfg == "" {
+			var err error
+			if cfg, err = d.rend.config(next); err != nil {
+				return err
+			}
+		}
+		if err := writeFileAtomic(d.paths.config, []byte(cfg), 0o640); err != nil {
+			return err
+		}
+	}
+	d.cur = next
+	d.fromApply = true
+	d.diskGen++
+	return nil
+}
+
+// serverCommands moves the slots of cur to those of next (same structure).
+func serverCommands(cur, next *state) []string {
+	var cmds []string
+	for _, name := range slices.Sorted(maps.Keys(next.backends)) {
+		nb, cb := next.backends[name], cur.backends[name]
+		if cb == nil {
+			continue
+		}
+		for i, n := range nb.slots {
+			var o slot
+			if i < len(cb.slots) {
+				o = cb.slots[i]
+			}
+			if o == n {
+				continue
+			}
+			srv := name + "/" + serverName(i)
+			if !n.used() {
+				cmds = append(cmds, "set server "+srv+" state maint")
+				continue
+			}
+			if !o.used() || o.Addr != n.Addr || o.Port != n.Port {
+				cmds = append(cmds, "set server "+srv+" addr "+n.Addr+" port "+strconv.Itoa(n.Port))
+			}
+			if n.Draining {
+				cmds = append(cmds, "set server "+srv+" state drain")
+			} else {
+				cmds = append(cmds, "set server "+srv+" state ready")
+			}
+		}
+	}
+	return cmds
+}
+
+// mapCommands diffs the maps entry by entry; maps with too many changes are
+// named in bulk, to be replaced atomically.
+func (d *Driver) mapCommands(cur, next *state) (cmds, bulk []string) {
+	for _, name := range mapNames {
+		path := d.rend.mapPath(name)
+		old, nw := cur.maps[name], next.maps[name]
+		var c []string
+		for _, k := range slices.Sorted(maps.Keys(old)) {
+			if _, ok := nw[k]; !ok {
+				c = append(c, "del map "+path+" "+k)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(nw)) {
+			ov, ok := old[k]
+			switch {
+			case !ok:
+				c = append(c, "add map "+path+" "+k+" "+nw[k])
+			case ov != nw[k]:
+				c = append(c, "set map "+path+" "+k+" "+nw[k])
+			}
+		}
+		if len(c) > bulkMapOps {
+			bulk = append(bulk, name)
+			continue
+		}
+		cmds = append(cmds, c...)
+	}
+	return cmds, bulk
+}
+
+// execRuntime sends the server commands, then the map commands (so a new
+// route finds its servers ready), then the bulk map replacements.
+func (d *Driver) execRuntime(ctx context.Context, next *state, srvCmds, mapCmds, bulk []string) (int, error) {
+	n := 0
+	if cmds := append(slices.Clip(srvCmds), mapCmds...); len(cmds) > 0 {
+		out, err := d.rt.Execute(ctx, cmds)
+		n += len(out)
+		if err != nil {
+			return n, err
+		}
+	}
+	for _, name := range bulk {
+		path := d.rend.mapPath(name)
+		out, err := d.rt.Execute(ctx, []string{"prepare map " + path})
+		n += len(out)
+		if err != nil {
+			return n, err
+		}
+		ver, ok := strings.CutPrefix(strings.TrimSpace(out[0]), "New version created:")
+		if !ok {
+			return n, fmt.Errorf("prepare map %s: unexpected answer %q", name, out[0])
+		}
+		ver = "@" + strings.TrimSpace(ver)
+		m := next.maps[name]
+		cmds := make([]string, 0, len(m)+1)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			cmds = append(cmds, "add map "+ver+" "+path+" "+k+" "+m[k])
+		}
+		cmds = append(cmds, "commit map "+ver+" "+path)
+		out, err = d.rt.Execute(ctx, cmds)
+		n += len(out)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// reload asks the master to reload and waits until a new worker with the
+// new configuration answers on the stats socket. HAProxy keeps the old
+// worker when the new configuration fails to load; that is an error here.
+func (d *Driver) reload(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.opts.ReloadTimeout)
+	defer cancel()
+	before, err := d.master.ShowProc(ctx)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if err := d.master.Reload(ctx); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("reload not confirmed: %w (last: %v)", ctx.Err(), lastErr)
+			}
+			return fmt.Errorf("reload not confirmed: %w", ctx.Err())
+		case <-tick.C:
+		}
+		// The master re-executes itself: its socket may refuse for a while.
+		now, err := d.master.ShowProc(ctx)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if now.Failed > before.Failed {
+			return fmt.Errorf("reload failed (show proc: failed %d -> %d): haproxy kept the previous configuration", before.Failed, now.Failed)
+		}
+		if now.Reloads <= before.Reloads && now.MasterPID == before.MasterPID {
+			continue
+		}
+		worker := 0
+		for _, w := range now.Workers {
+			if !slices.Contains(before.Workers, w) {
+				worker = w
+			}
+		}
+		if worker == 0 {
+			continue
+		}
+		// Until the old worker stops listening, it may still answer on the
+		// stats socket, and runtime commands would go to it.
+		pid, err := d.rt.WorkerPID(ctx)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if pid != worker {
+			continue
+		}
+		d.lastReload = d.now()
+		d.loadedGen = d.diskGen
+		d.dirty = false
+		return nil
+	}
+}
+
+func refString(r model.ObjectRef) string {
+	switch {
+	case r.Kind == "":
+		return ""
+	case r.Namespace == "":
+		return r.Kind + "/" + r.Name
+	default:
+		return r.Kind + "/" + r.Namespace + "/" + r.Name
+	}
+}

@@ -1,0 +1,373 @@
+package haproxy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+func eps(addrs ...string) []model.Endpoint {
+	var out []model.Endpoint
+	for _, a := range addrs {
+		out = append(out, model.Endpoint{Address: a, Port: 8080})
+	}
+	return out
+}
+
+func slotAddrs(s []slot) []string {
+	var out []string
+	for _, x := range s {
+		out = append(out, x.Addr)
+	}
+	return out
+}
+
+func TestAssignSlots(t *testing.T) {
+	s := assignSlots(nil, eps("198.18.0.1", "198.18.0.2"), 4)
+	if got, want := slotAddrs(s), []string{"198.18.0.1", "198.18.0.2", "", ""}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("initial: %v, want %v", got, want)
+	}
+	// .1 leaves, .3 and .4 arrive: .2 keeps slot 2, .3 takes the freed slot 1.
+	s = assignSlots(s, eps("198.18.0.2", "198.18.0.3", "198.18.0.4"), 4)
+	if got, want := slotAddrs(s), []string{"198.18.0.3", "198.18.0.2", "198.18.0.4", ""}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("churn: %v, want %v", got, want)
+	}
+	// More endpoints than slots: the extra ones wait for a reload.
+	s = assignSlots(s, eps("198.18.0.2", "198.18.0.3", "198.18.0.4", "198.18.0.5", "198.18.0.6"), 4)
+	if got, want := slotAddrs(s), []string{"198.18.0.3", "198.18.0.2", "198.18.0.4", "198.18.0.5"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("overflow: %v, want %v", got, want)
+	}
+	// Growing keeps everything in place.
+	s = assignSlots(s, eps("198.18.0.2", "198.18.0.3", "198.18.0.4", "198.18.0.5", "198.18.0.6"), 6)
+	if got, want := slotAddrs(s), []string{"198.18.0.3", "198.18.0.2", "198.18.0.4", "198.18.0.5", "198.18.0.6", ""}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("grow: %v, want %v", got, want)
+	}
+	// Shrinking moves endpoints beyond the new size down.
+	s = assignSlots(s, eps("198.18.0.6"), 2)
+	if got, want := slotAddrs(s), []string{"198.18.0.6", ""}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("shrink: %v, want %v", got, want)
+	}
+}
+
+func oneBackend(name string, slots int, e []model.Endpoint) *model.Backend {
+	return &model.Backend{Name: name, Namespace: "ns", Service: strings.Split(name, "_")[1], Port: "80", Slots: slots, Endpoints: e}
+}
+
+func desired(backends ...*model.Backend) *model.Desired {
+	d := &model.Desired{Maps: map[string]map[string]string{model.MapExact: {}, model.MapPrefix: {}}}
+	for _, b := range backends {
+		d.Backends = append(d.Backends, b)
+		host := strings.Split(b.Name, "_")[1] + ".test"
+		d.Maps[model.MapExact][host+"/"] = b.Name
+		d.Maps[model.MapPrefix][host+"/"] = b.Name
+	}
+	return d
+}
+
+func mustApply(t *testing.T, d *Driver, want *model.Desired) Result {
+	t.Helper()
+	res, err := d.Apply(context.Background(), want)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	return res
+}
+
+func readConfig(t *testing.T, d *Driver) string {
+	t.Helper()
+	b, err := os.ReadFile(d.paths.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestApplyEndpointsAtRuntime(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	res := mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 4, eps("198.18.0.1", "198.18.0.2"))))
+	if !res.Reloaded || u.master.count() != 1 || !u.Serving() {
+		t.Fatalf("first apply: %+v, reloads %d, serving %v", res, u.master.count(), u.Serving())
+	}
+	u.rt.take()
+
+	res = mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 4, []model.Endpoint{
+		{Address: "198.18.0.2", Port: 8080, Draining: true}, {Address: "198.18.0.3", Port: 8080}, {Address: "198.18.0.4", Port: 9090},
+	})))
+	if res.Reloaded || u.master.count() != 1 {
+		t.Fatalf("endpoint change reloaded: %+v", res)
+	}
+	want := []string{
+		"set server ns_a_80/SRV_1 addr 198.18.0.3 port 8080",
+		"set server ns_a_80/SRV_1 state ready",
+		"set server ns_a_80/SRV_2 state drain",
+		"set server ns_a_80/SRV_3 addr 198.18.0.4 port 9090",
+		"set server ns_a_80/SRV_3 state ready",
+	}
+	if got := u.rt.take(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("commands:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if res.RuntimeOps != len(want) {
+		t.Errorf("RuntimeOps = %d, want %d", res.RuntimeOps, len(want))
+	}
+	cfg := readConfig(t, u.Driver)
+	for _, line := range []string{"server SRV_1 198.18.0.3:8080\n", "server SRV_2 198.18.0.2:8080 disabled\n", "server SRV_3 198.18.0.4:9090\n", "server SRV_4 127.0.0.1:1 disabled\n"} {
+		if !strings.Contains(cfg, line) {
+			t.Errorf("config on disk lacks %q:\n%s", line, cfg)
+		}
+	}
+
+	// Same again: nothing to do.
+	res = mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 4, []model.Endpoint{
+		{Address: "198.18.0.2", Port: 8080, Draining: true}, {Address: "198.18.0.3", Port: 8080}, {Address: "198.18.0.4", Port: 9090},
+	})))
+	if res.RuntimeOps != 0 || res.Reloaded || len(u.rt.take()) != 0 {
+		t.Fatalf("unchanged apply did something: %+v", res)
+	}
+
+	// Scale to zero: slots go to maintenance.
+	mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 4, nil)))
+	want = []string{"set server ns_a_80/SRV_1 state maint", "set server ns_a_80/SRV_2 state maint", "set server ns_a_80/SRV_3 state maint"}
+	if got := u.rt.take(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("scale to zero: %v", got)
+	}
+}
+
+func TestApplyMapsAtRuntime(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	a, b := oneBackend("ns_a_80", 2, nil), oneBackend("ns_b_80", 2, nil)
+	mustApply(t, u.Driver, desired(a, b))
+	u.rt.take()
+
+	want := desired(a, b)
+	want.Maps[model.MapExact]["x.test/new"] = "ns_a_80"
+	want.Maps[model.MapExact]["a.test/"] = "ns_b_80"
+	delete(want.Maps[model.MapPrefix], "b.test/")
+	res := mustApply(t, u.Driver, want)
+	exact, prefix := u.rend.mapPath(model.MapExact), u.rend.mapPath(model.MapPrefix)
+	wantCmds := []string{
+		"set map " + exact + " a.test/ ns_b_80",
+		"add map " + exact + " x.test/new ns_a_80",
+		"del map " + prefix + " b.test/",
+	}
+	if got := u.rt.take(); !reflect.DeepEqual(got, wantCmds) || res.Reloaded {
+		t.Fatalf("commands %v (reloaded %v), want %v", got, res.Reloaded, wantCmds)
+	}
+	b2, _ := os.ReadFile(exact)
+	if !strings.Contains(string(b2), "x.test/new ns_a_80\n") || !strings.Contains(string(b2), "a.test/ ns_b_80\n") {
+		t.Fatalf("map file not updated:\n%s", b2)
+	}
+
+	// A large change goes out as one atomic replacement.
+	for i := range bulkMapOps + 1 {
+		want.Maps[model.MapExact][fmt.Sprintf("h%d.test/", i)] = "ns_a_80"
+	}
+	mustApply(t, u.Driver, want)
+	got := u.rt.take()
+	if got[0] != "prepare map "+exact || got[len(got)-1] != "commit map @7 "+exact || len(got) != len(want.Maps[model.MapExact])+2 {
+		t.Fatalf("bulk replacement: %d commands, first %q, last %q", len(got), got[0], got[len(got)-1])
+	}
+	if !slices.Contains(got, "add map @7 "+exact+" h5.test/ ns_a_80") {
+		t.Fatalf("bulk replacement lacks an entry: %v", got[:5])
+	}
+}
+
+func TestApplyStructuralChangeReloadsOnce(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	a := oneBackend("ns_a_80", 2, eps("198.18.0.1"))
+	mustApply(t, u.Driver, desired(a))
+	r0 := u.master.count()
+	res := mustApply(t, u.Driver, desired(a, oneBackend("ns_b_80", 2, eps("198.18.0.2"))))
+	if !res.Reloaded || u.master.count() != r0+1 {
+		t.Fatalf("new backend: %+v, reloads %d -> %d", res, r0, u.master.count())
+	}
+	if !strings.Contains(res.Reason, "backend added: ns_b_80") {
+		t.Errorf("reason %q", res.Reason)
+	}
+	// Growing the slots is structural too, and keeps the slot order.
+	a2 := oneBackend("ns_a_80", 4, eps("198.18.0.1", "198.18.0.5", "198.18.0.6"))
+	res = mustApply(t, u.Driver, desired(a2, oneBackend("ns_b_80", 2, eps("198.18.0.2"))))
+	if !res.Reloaded || !strings.Contains(res.Reason, "slots 2->4") {
+		t.Fatalf("slot growth: %+v", res)
+	}
+	if cfg := readConfig(t, u.Driver); !strings.Contains(cfg, "server SRV_1 198.18.0.1:8080\n  server SRV_2 198.18.0.5:8080\n  server SRV_3 198.18.0.6:8080\n") {
+		t.Fatalf("config after growth:\n%s", cfg)
+	}
+}
+
+func TestApplyCoalescesReloads(t *testing.T) {
+	u := newUnitDriver(t, Options{MinReloadInterval: time.Minute})
+	a := oneBackend("ns_a_80", 2, eps("198.18.0.1"))
+	mustApply(t, u.Driver, desired(a))
+	u.rt.take()
+	r0 := u.master.count()
+
+	u.clock.t = u.clock.t.Add(10 * time.Second)
+	a2 := oneBackend("ns_a_80", 2, eps("198.18.0.1", "198.18.0.9"))
+	want := desired(a2, oneBackend("ns_b_80", 2, eps("198.18.0.2")))
+	want.Maps[model.MapExact]["shared.test/"] = "ns_a_80"
+	res := mustApply(t, u.Driver, want)
+	if res.Reloaded || u.master.count() != r0 {
+		t.Fatalf("reload not deferred: %+v", res)
+	}
+	if res.RetryAfter != 50*time.Second {
+		t.Errorf("RetryAfter = %s, want 50s", res.RetryAfter)
+	}
+	got := u.rt.take()
+	exact := u.rend.mapPath(model.MapExact)
+	wantCmds := []string{
+		"set server ns_a_80/SRV_2 addr 198.18.0.9 port 8080",
+		"set server ns_a_80/SRV_2 state ready",
+		"add map " + exact + " shared.test/ ns_a_80",
+	}
+	if !reflect.DeepEqual(got, wantCmds) {
+		t.Fatalf("runtime subset:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantCmds, "\n"))
+	}
+	// The files hold what runs: no map entry for the backend that is not there yet.
+	if b, _ := os.ReadFile(exact); strings.Contains(string(b), "ns_b_80") {
+		t.Fatalf("map file names a backend haproxy does not have:\n%s", b)
+	}
+
+	u.clock.t = u.clock.t.Add(50 * time.Second)
+	res = mustApply(t, u.Driver, want)
+	if !res.Reloaded || u.master.count() != r0+1 || res.RetryAfter != 0 {
+		t.Fatalf("deferred reload: %+v", res)
+	}
+	if b, _ := os.ReadFile(exact); !strings.Contains(string(b), "b.test/ ns_b_80") {
+		t.Fatalf("map file after reload:\n%s", b)
+	}
+}
+
+func TestApplyRuntimeFailureReloads(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 2, eps("198.18.0.1"))))
+	r0 := u.master.count()
+	u.rt.failOn = "SRV_2"
+	res := mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 2, eps("198.18.0.1", "198.18.0.2"))))
+	if !res.Reloaded || u.master.count() != r0+1 || !strings.Contains(res.Reason, "No such server") {
+		t.Fatalf("fallback: %+v", res)
+	}
+	if cfg := readConfig(t, u.Driver); !strings.Contains(cfg, "server SRV_2 198.18.0.2:8080\n") {
+		t.Fatalf("the reload must load the new slots:\n%s", cfg)
+	}
+}
+
+func TestApplyFailedReloadIsReported(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 2, nil)))
+	u.master.failNext = true
+	if _, err := u.Apply(context.Background(), desired(oneBackend("ns_a_80", 2, nil), oneBackend("ns_b_80", 2, nil))); err == nil {
+		t.Fatal("a failed reload must be an error")
+	}
+	// The next Apply retries the reload even though the files are current.
+	res := mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 2, nil), oneBackend("ns_b_80", 2, nil)))
+	if !res.Reloaded {
+		t.Fatalf("retry: %+v", res)
+	}
+}
+
+func TestApplyQuarantine(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	a := oneBackend("ns_a_80", 2, eps("198.18.0.1"))
+	a.Balance = "roundrobin"
+	mustApply(t, u.Driver, desired(a))
+
+	bad := oneBackend("ns_bad_80", 2, eps("198.18.0.7"))
+	bad.Balance = "bogus"
+	good := oneBackend("ns_good_80", 2, eps("198.18.0.8"))
+	res := mustApply(t, u.Driver, desired(a, bad, good))
+	if !res.Reloaded || len(res.Quarantined) != 1 {
+		t.Fatalf("quarantine: %+v", res)
+	}
+	p := res.Quarantined[0]
+	if p.Reason != "ConfigRejected" || p.Object != (model.ObjectRef{Kind: "Service", Namespace: "ns", Name: "bad"}) || !strings.Contains(p.Message, "balance only supports") {
+		t.Fatalf("problem: %+v", p)
+	}
+	cfg := readConfig(t, u.Driver)
+	if strings.Contains(cfg, "bogus") || !strings.Contains(cfg, "backend ns_good_80") || !strings.Contains(cfg, "backend ns_bad_80 from perimeter\n\n") {
+		t.Fatalf("config after quarantine:\n%s", cfg)
+	}
+
+	// The same version again: quarantined without another check or reload.
+	calls, reloads := u.checker.count(), u.master.count()
+	res = mustApply(t, u.Driver, desired(a, bad, good))
+	if res.Reloaded || u.checker.count() != calls || u.master.count() != reloads || len(res.Quarantined) != 1 {
+		t.Fatalf("known rejection: %+v (checks %d->%d)", res, calls, u.checker.count())
+	}
+
+	// An existing backend turning bad keeps its last good version, and
+	// still gets its endpoint changes at runtime.
+	u.rt.take()
+	a2 := oneBackend("ns_a_80", 2, eps("198.18.0.1", "198.18.0.3"))
+	a2.Balance = "bogus"
+	res = mustApply(t, u.Driver, desired(a2, bad, good))
+	if res.Reloaded || len(res.Quarantined) != 2 {
+		t.Fatalf("existing backend: %+v", res)
+	}
+	cfg = readConfig(t, u.Driver)
+	if !strings.Contains(cfg, "backend ns_a_80 from perimeter\n  balance roundrobin\n  server SRV_1 198.18.0.1:8080\n  server SRV_2 198.18.0.3:8080\n") {
+		t.Fatalf("last good version not kept:\n%s", cfg)
+	}
+	if got := u.rt.take(); !slices.Contains(got, "set server ns_a_80/SRV_2 addr 198.18.0.3 port 8080") {
+		t.Fatalf("endpoint change of a quarantined backend: %v", got)
+	}
+
+	// Fixed: the backend loads.
+	bad.Balance = "leastconn"
+	res = mustApply(t, u.Driver, desired(a, bad, good))
+	if !res.Reloaded || len(res.Quarantined) != 0 || !strings.Contains(readConfig(t, u.Driver), "balance leastconn") {
+		t.Fatalf("fixed backend: %+v", res)
+	}
+}
+
+func TestApplyBeforeRun(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	u.running.Store(false)
+	res := mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 2, eps("198.18.0.1"))))
+	if res.Reloaded || u.master.count() != 0 || !strings.Contains(res.Reason, "not running") {
+		t.Fatalf("apply before run: %+v", res)
+	}
+	if !strings.Contains(readConfig(t, u.Driver), "server SRV_1 198.18.0.1:8080") {
+		t.Fatal("files not written")
+	}
+}
+
+func TestDesiredStateRejects(t *testing.T) {
+	want := &model.Desired{
+		Backends: []*model.Backend{
+			{Name: "ns_ok_80", Namespace: "ns", Service: "ok", Slots: 1, Endpoints: []model.Endpoint{{Address: "198.18.0.1", Port: 80}, {Address: "not-an-ip", Port: 80}}},
+			{Name: "Bad Name", Namespace: "ns", Service: "bad"},
+			{Name: "ns_bal_80", Namespace: "ns", Service: "bal", Balance: "roundrobin\n  server evil 1.2.3.4:80"},
+		},
+		Maps: map[string]map[string]string{
+			model.MapExact: {"ok.test/": "ns_ok_80", "evil.test/a b": "ns_ok_80", "x.test/;del": "ns_ok_80", "y.test/": "ns_missing_80"},
+		},
+		Routes:         []model.Route{{Ingress: model.ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "ing"}, Host: "evil.test", Path: "/a b"}},
+		DefaultBackend: "ns_missing_80",
+	}
+	st, problems := desiredState(want)
+	if len(st.backends) != 2 || st.backends["ns_bal_80"].spec.Balance != "" || len(st.backends["ns_ok_80"].endpoints) != 1 {
+		t.Fatalf("backends: %+v", st.backends)
+	}
+	if !reflect.DeepEqual(st.maps[model.MapExact], map[string]string{"ok.test/": "ns_ok_80"}) || st.defaultBackend != "" {
+		t.Fatalf("maps %v default %q", st.maps, st.defaultBackend)
+	}
+	if len(problems) != 7 {
+		t.Fatalf("%d problems: %+v", len(problems), problems)
+	}
+	found := false
+	for _, p := range problems {
+		if p.Object.Kind == "Ingress" && p.Object.Name == "ing" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the bad key is not blamed on its Ingress: %+v", problems)
+	}
+}

@@ -1,0 +1,289 @@
+// Package haproxy renders and drives a local HAProxy (2.6 or newer) in
+// master-worker mode: it writes haproxy.cfg and the map files, applies what
+// the Runtime API can change at once (server slot addresses and states, map
+// entries) and reloads through the master CLI only when the structure of the
+// configuration changes. It also supervises the HAProxy process.
+//
+// The files on disk always describe what HAProxy runs (or will run at its next
+// start): every runtime change is written to them first, so neither a reload
+// nor a restart loses it.
+package haproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// DefaultStatsBindPort is the stats/metrics port the daemon's flags default
+// to; in Options a zero port means "disabled".
+const DefaultStatsBindPort = 1024
+
+// Options configure the Driver. They are fixed for its lifetime: changing any
+// of them means a new Driver.
+type Options struct {
+	// Program is the haproxy binary; empty looks up "haproxy" in PATH and
+	// then /usr/sbin/haproxy.
+	Program string
+	// ConfigDir holds haproxy.cfg and maps/; RuntimeDir the sockets and the
+	// pid file. Both are created when missing.
+	ConfigDir, RuntimeDir string
+
+	// HTTPBindPort is the port of the http frontend (default 80).
+	HTTPBindPort int
+	// IPv4BindAddress and IPv6BindAddress default to "0.0.0.0" and "::".
+	IPv4BindAddress, IPv6BindAddress      string
+	DisableHTTP, DisableIPv4, DisableIPv6 bool
+
+	// StatsBindAddress defaults to 127.0.0.1. StatsBindPort serves /stats and
+	// /metrics (Prometheus); 0 disables it (the daemon's flag default is
+	// DefaultStatsBindPort).
+	StatsBindAddress string
+	StatsBindPort    int
+	// HealthzBindPort serves HAProxy's monitor-uri /healthz on the stats
+	// address; 0 disables it.
+	HealthzBindPort int
+
+	// MinReloadInterval is the coalescing window: a structural change that
+	// comes sooner after the previous reload is deferred (Result.RetryAfter)
+	// while runtime-applicable changes still go out at once.
+	MinReloadInterval time.Duration
+	// StopTimeout bounds the soft stop on shutdown before HAProxy is
+	// stopped hard (default 10s).
+	StopTimeout time.Duration
+	// ReloadTimeout bounds the wait for a reload to be confirmed (default 30s).
+	ReloadTimeout time.Duration
+
+	Logger *slog.Logger
+}
+
+// Result says what one Apply did.
+type Result struct {
+	// Reloaded is true when HAProxy was reloaded with a new configuration.
+	Reloaded bool
+	// Reason describes the decision in a few words, for logs and tests.
+	Reason string
+	// RuntimeOps counts the Runtime API commands sent.
+	RuntimeOps int
+	// RetryAfter is set when a reload was deferred by MinReloadInterval:
+	// call Apply again (with the newest Desired) after this long.
+	RetryAfter time.Duration
+	// Quarantined lists the backends HAProxy rejected: they keep their last
+	// good version (or stay empty when new) while the rest is applied.
+	Quarantined []model.Problem
+}
+
+// Version is what `haproxy -vv` reported.
+type Version struct {
+	Major, Minor, Patch int
+	// Raw is the full version string, e.g. "2.6.12-1+deb12u4".
+	Raw string
+	// Features holds the "Feature list" flags that are on (e.g. "PROMEX").
+	Features map[string]bool
+}
+
+// AtLeast reports whether the version is major.minor or newer.
+func (v Version) AtLeast(major, minor int) bool {
+	return v.Major > major || (v.Major == major && v.Minor >= minor)
+}
+
+// Driver renders and drives one HAProxy. Apply is meant to be called from one
+// goroutine and Run from another; both may run at once.
+type Driver struct {
+	opts    Options
+	log     *slog.Logger
+	version Version
+	paths   paths
+	rend    renderer
+
+	// Edges, replaced by fakes in unit tests.
+	rt      runtimeAPI
+	master  masterAPI
+	checker configChecker
+	now     func() time.Time
+
+	// mu serialises everything that touches the files on disk or the live
+	// HAProxy: Apply, process start and the transition to running.
+	mu sync.Mutex
+	// cur is what the files on disk hold; nil until the first write.
+	cur *state
+	// fromApply is true once the files on disk came from Apply.
+	fromApply bool
+	// diskGen counts file writes; loadedGen is the generation the live
+	// HAProxy loaded (at start or at the last confirmed reload).
+	diskGen, loadedGen uint64
+	// dirty is set when the live HAProxy may run something else than the
+	// files on disk (a failed runtime change or reload): the next Apply
+	// reloads.
+	dirty      bool
+	lastReload time.Time
+	// rejected remembers backend versions HAProxy refused, so the same
+	// version is quarantined again without another `haproxy -c`.
+	rejected map[string]rejection
+
+	// running is true while a ready HAProxy runs. It is set under mu, but
+	// cleared without it so that a dying master never waits for an Apply.
+	running atomic.Bool
+	serving atomic.Bool
+}
+
+type paths struct {
+	config, mapsDir, masterSock, adminSock, pidFile string
+}
+
+// New checks the options and probes the HAProxy binary. A missing or too old
+// binary is a fatal error.
+func New(o Options) (*Driver, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.HTTPBindPort == 0 {
+		o.HTTPBindPort = 80
+	}
+	if o.IPv4BindAddress == "" {
+		o.IPv4BindAddress = "0.0.0.0"
+	}
+	if o.IPv6BindAddress == "" {
+		o.IPv6BindAddress = "::"
+	}
+	if o.StatsBindAddress == "" {
+		o.StatsBindAddress = "127.0.0.1"
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 10 * time.Second
+	}
+	if o.ReloadTimeout <= 0 {
+		o.ReloadTimeout = 30 * time.Second
+	}
+	if err := checkOptions(&o); err != nil {
+		return nil, err
+	}
+	prog, err := findProgram(o.Program)
+	if err != nil {
+		return nil, err
+	}
+	o.Program = prog
+	v, err := probe(prog)
+	if err != nil {
+		return nil, err
+	}
+	if !v.AtLeast(2, 6) {
+		return nil, fmt.Errorf("haproxy %s is too old: 2.6 or newer is needed", v.Raw)
+	}
+	for _, dir := range []string{o.ConfigDir, filepath.Join(o.ConfigDir, "maps")} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create config directory: %w", err)
+		}
+	}
+	if err := os.MkdirAll(o.RuntimeDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create runtime directory: %w", err)
+	}
+	p := paths{
+		config:     filepath.Join(o.ConfigDir, "haproxy.cfg"),
+		mapsDir:    filepath.Join(o.ConfigDir, "maps"),
+		masterSock: filepath.Join(o.RuntimeDir, "master.sock"),
+		adminSock:  filepath.Join(o.RuntimeDir, "admin.sock"),
+		pidFile:    filepath.Join(o.RuntimeDir, "haproxy.pid"),
+	}
+	d := &Driver{
+		opts:     o,
+		log:      o.Logger.With("component", "haproxy"),
+		version:  v,
+		paths:    p,
+		rend:     newRenderer(o, p, v),
+		rt:       &socketRuntime{path: p.adminSock},
+		master:   &masterSocket{path: p.masterSock},
+		checker:  &programChecker{program: prog},
+		now:      time.Now,
+		rejected: map[string]rejection{},
+	}
+	d.log.Info("haproxy found", "program", prog, "version", v.Raw, "promex", v.Features["PROMEX"])
+	return d, nil
+}
+
+func checkOptions(o *Options) error {
+	if o.ConfigDir == "" || o.RuntimeDir == "" {
+		return errors.New("haproxy: ConfigDir and RuntimeDir are required")
+	}
+	var err error
+	if o.ConfigDir, err = filepath.Abs(o.ConfigDir); err != nil {
+		return fmt.Errorf("config directory: %w", err)
+	}
+	if o.RuntimeDir, err = filepath.Abs(o.RuntimeDir); err != nil {
+		return fmt.Errorf("runtime directory: %w", err)
+	}
+	// Both paths end up in haproxy.cfg and on the master's command line.
+	for _, dir := range []string{o.ConfigDir, o.RuntimeDir} {
+		if !safePath(dir) {
+			return fmt.Errorf("haproxy: directory %q has characters haproxy.cfg cannot carry", dir)
+		}
+	}
+	// sun_path is 108 bytes.
+	if len(o.RuntimeDir)+len("/master.sock") >= 108 {
+		return fmt.Errorf("haproxy: runtime directory %q is too long for a unix socket path", o.RuntimeDir)
+	}
+	for _, port := range []int{o.HTTPBindPort, o.StatsBindPort, o.HealthzBindPort} {
+		if port < 0 || port > 65535 {
+			return fmt.Errorf("haproxy: port %d out of range", port)
+		}
+	}
+	if o.StatsBindPort != 0 && o.StatsBindPort == o.HealthzBindPort {
+		return fmt.Errorf("haproxy: stats and healthz both on port %d", o.StatsBindPort)
+	}
+	if ip := net.ParseIP(o.IPv4BindAddress); ip == nil || ip.To4() == nil {
+		return fmt.Errorf("haproxy: IPv4 bind address %q is not an IPv4 address", o.IPv4BindAddress)
+	}
+	if ip := net.ParseIP(o.IPv6BindAddress); ip == nil || ip.To4() != nil {
+		return fmt.Errorf("haproxy: IPv6 bind address %q is not an IPv6 address", o.IPv6BindAddress)
+	}
+	if net.ParseIP(o.StatsBindAddress) == nil {
+		return fmt.Errorf("haproxy: stats bind address %q is not an IP address", o.StatsBindAddress)
+	}
+	return nil
+}
+
+func findProgram(p string) (string, error) {
+	if p != "" {
+		path, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("haproxy program %q: %w", p, err)
+		}
+		return path, nil
+	}
+	if path, err := exec.LookPath("haproxy"); err == nil {
+		return path, nil
+	}
+	if path, err := exec.LookPath("/usr/sbin/haproxy"); err == nil {
+		return path, nil
+	}
+	return "", errors.New("haproxy program not found in PATH nor at /usr/sbin/haproxy")
+}
+
+// Version returns the probed HAProxy version.
+func (d *Driver) Version() Version { return d.version }
+
+// ConfigPath is the haproxy.cfg the Driver writes.
+func (d *Driver) ConfigPath() string { return d.paths.config }
+
+// Serving reports whether HAProxy runs a configuration that came from Apply.
+func (d *Driver) Serving() bool { return d.serving.Load() }
+
+// Reloads returns the master's reload counter from `show proc`. It restarts
+// from zero when the master is restarted.
+func (d *Driver) Reloads(ctx context.Context) (int, error) {
+	procs, err := d.master.ShowProc(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return procs.Reloads, nil
+}

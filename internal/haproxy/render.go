@@ -1,0 +1,333 @@
+package haproxy
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	parser "github.com/haproxytech/client-native/v6/config-parser"
+	"github.com/haproxytech/client-native/v6/config-parser/common"
+	"github.com/haproxytech/client-native/v6/config-parser/params"
+	"github.com/haproxytech/client-native/v6/config-parser/parsers/actions"
+	httpactions "github.com/haproxytech/client-native/v6/config-parser/parsers/http/actions"
+	stats "github.com/haproxytech/client-native/v6/config-parser/parsers/stats/settings"
+	"github.com/haproxytech/client-native/v6/config-parser/types"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// Timeouts used when model.Global leaves them unset.
+var defaultTimeouts = model.Global{
+	TimeoutConnect:       5 * time.Second,
+	TimeoutClient:        50 * time.Second,
+	TimeoutServer:        50 * time.Second,
+	TimeoutHTTPRequest:   5 * time.Second,
+	TimeoutHTTPKeepAlive: 60 * time.Second,
+	TimeoutQueue:         5 * time.Second,
+	TimeoutTunnel:        time.Hour,
+}
+
+// renderer holds what the Options fix for the Driver's lifetime.
+type renderer struct {
+	adminSock string
+	mapsDir   string
+	httpBinds []types.Bind
+	stats     string // address:port, "" when disabled
+	healthz   string
+	promex    bool
+}
+
+func newRenderer(o Options, p paths, v Version) renderer {
+	r := renderer{adminSock: p.adminSock, mapsDir: p.mapsDir, promex: v.Features["PROMEX"]}
+	port := strconv.Itoa(o.HTTPBindPort)
+	if !o.DisableHTTP {
+		if !o.DisableIPv4 {
+			r.httpBinds = append(r.httpBinds, types.Bind{Path: net.JoinHostPort(o.IPv4BindAddress, port)})
+		}
+		if !o.DisableIPv6 {
+			r.httpBinds = append(r.httpBinds, types.Bind{
+				Path:   net.JoinHostPort(o.IPv6BindAddress, port),
+				Params: []params.BindOption{&params.BindOptionWord{Name: "v6only"}},
+			})
+		}
+	}
+	if o.StatsBindPort != 0 {
+		r.stats = net.JoinHostPort(o.StatsBindAddress, strconv.Itoa(o.StatsBindPort))
+	}
+	if o.HealthzBindPort != 0 {
+		r.healthz = net.JoinHostPort(o.StatsBindAddress, strconv.Itoa(o.HealthzBindPort))
+	}
+	return r
+}
+
+func (r renderer) mapPath(name string) string { return filepath.Join(r.mapsDir, name+".map") }
+
+// config renders haproxy.cfg for st with client-native's config-parser.
+func (r renderer) config(st *state) (string, error) {
+	p, err := parser.New()
+	if err != nil {
+		return "", fmt.Errorf("config parser: %w", err)
+	}
+	w := &cfgWriter{p: p}
+	r.global(w, st.global)
+	r.defaults(w, st.global)
+	if len(r.httpBinds) > 0 {
+		r.httpFrontend(w, st.defaultBackend)
+	}
+	if r.stats != "" {
+		r.statsFrontend(w)
+	}
+	if r.healthz != "" {
+		w.section(parser.Frontends, "healthz")
+		w.set(parser.Frontends, "healthz", "bind", []types.Bind{{Path: r.healthz}})
+		w.set(parser.Frontends, "healthz", "monitor-uri", &types.MonitorURI{URI: "/healthz"})
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.backends)) {
+		r.backend(w, st.backends[name])
+	}
+	w.section(parser.Backends, builtin404)
+	status := int64(404)
+	w.set(parser.Backends, builtin404, "http-request", []types.Action{
+		&httpactions.Return{Status: &status, ContentFormat: "default-errorfiles"},
+	})
+	if w.err != nil {
+		return "", w.err
+	}
+	return strings.TrimPrefix(p.String(), "\n"), nil
+}
+
+func (r renderer) global(w *cfgWriter, g model.Global) {
+	const sec = parser.GlobalSectionName
+	w.set(parser.Global, sec, "stats socket", []types.Socket{{
+		Path: r.adminSock,
+		Params: []params.BindOption{
+			&params.BindOptionValue{Name: "mode", Value: "600"},
+			&params.BindOptionValue{Name: "level", Value: "admin"},
+		},
+	}})
+	if g.Maxconn > 0 {
+		w.set(parser.Global, sec, "maxconn", &types.Int64C{Value: int64(g.Maxconn)})
+	}
+	if g.Nbthread > 0 {
+		w.set(parser.Global, sec, "nbthread", &types.Int64C{Value: int64(g.Nbthread)})
+	}
+	if g.HardStopAfter > 0 {
+		w.set(parser.Global, sec, "hard-stop-after", &types.StringC{Value: haproxyDuration(g.HardStopAfter)})
+	}
+}
+
+func (r renderer) defaults(w *cfgWriter, g model.Global) {
+	w.section(parser.Defaults, defaultsName)
+	w.set(parser.Defaults, defaultsName, "mode", &types.StringC{Value: "http"})
+	for _, t := range []struct {
+		name      string
+		val, dflt time.Duration
+	}{
+		{"connect", g.TimeoutConnect, defaultTimeouts.TimeoutConnect},
+		{"client", g.TimeoutClient, defaultTimeouts.TimeoutClient},
+		{"server", g.TimeoutServer, defaultTimeouts.TimeoutServer},
+		{"http-request", g.TimeoutHTTPRequest, defaultTimeouts.TimeoutHTTPRequest},
+		{"http-keep-alive", g.TimeoutHTTPKeepAlive, defaultTimeouts.TimeoutHTTPKeepAlive},
+		{"queue", g.TimeoutQueue, defaultTimeouts.TimeoutQueue},
+		{"tunnel", g.TimeoutTunnel, defaultTimeouts.TimeoutTunnel},
+	} {
+		v := t.val
+		if v <= 0 {
+			v = t.dflt
+		}
+		w.set(parser.Defaults, defaultsName, "timeout "+t.name, &types.SimpleTimeout{Value: haproxyDuration(v)})
+	}
+}
+
+// httpFrontend computes the backend from map lookups only, so that hosts
+// and paths never appear in haproxy.cfg. Lookup order: host+path exact,
+// host+path prefix, the same with the first host label replaced by "*",
+// then the path alone, then the default backend.
+func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string) {
+	const fe = "http"
+	exact, prefix := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix)
+	notFound := "!{ var(txn.backend) -m found }"
+	setVar := func(name, expr, cond string) types.Action {
+		a := &actions.SetVar{VarScope: "txn", VarName: name, Expr: common.Expression{Expr: []string{expr}}}
+		if cond != "" {
+			a.Cond, a.CondTest = "if", cond
+		}
+		return a
+	}
+	w.section(parser.Frontends, fe)
+	w.set(parser.Frontends, fe, "bind", slices.Clone(r.httpBinds))
+	w.set(parser.Frontends, fe, "http-request", []types.Action{
+		setVar("host", "req.hdr(host),field(1,:),lower", ""),
+		setVar("path", "path", ""),
+		setVar("hostpath", "var(txn.host),concat(,txn.path)", ""),
+		setVar("backend", "var(txn.hostpath),map_str("+exact+")", ""),
+		setVar("backend", "var(txn.hostpath),map_beg("+prefix+")", notFound),
+		setVar("wildcard", "var(txn.host),regsub(^[^.]*,*),concat(,txn.path)", notFound),
+		setVar("backend", "var(txn.wildcard),map_str("+exact+")", notFound),
+		setVar("backend", "var(txn.wildcard),map_beg("+prefix+")", notFound),
+		setVar("backend", "var(txn.path),map_str("+exact+")", notFound),
+		setVar("backend", "var(txn.path),map_beg("+prefix+")", notFound),
+	})
+	w.set(parser.Frontends, fe, "use_backend", []types.UseBackend{{
+		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
+	}})
+	if defaultBackend == "" {
+		defaultBackend = builtin404
+	}
+	w.set(parser.Frontends, fe, "default_backend", &types.StringC{Value: defaultBackend})
+}
+
+func (r renderer) statsFrontend(w *cfgWriter) {
+	const fe = "stats"
+	w.section(parser.Frontends, fe)
+	w.set(parser.Frontends, fe, "bind", []types.Bind{{Path: r.stats}})
+	w.set(parser.Frontends, fe, "stats", []types.StatsSettings{
+		&stats.OneWord{Name: "enable"},
+		&stats.URI{Prefix: "/stats"},
+		&stats.Refresh{Delay: "10s"},
+	})
+	if r.promex {
+		w.set(parser.Frontends, fe, "http-request", []types.Action{
+			&actions.UseService{Name: "prometheus-exporter", Cond: "if", CondTest: "{ path /metrics }"},
+		})
+	}
+}
+
+func (r renderer) backend(w *cfgWriter, b *backend) {
+	name := b.spec.Name
+	w.section(parser.Backends, name)
+	if b.spec.Balance != "" {
+		w.set(parser.Backends, name, "balance", &types.Balance{Algorithm: b.spec.Balance})
+	}
+	if b.spec.ForwardedFor {
+		w.set(parser.Backends, name, "option forwardfor", &types.OptionForwardFor{})
+	}
+	if b.spec.Check {
+		opts := []params.ServerOption{&params.ServerOptionWord{Name: "check"}}
+		if b.spec.CheckInterval > 0 {
+			opts = append(opts, &params.ServerOptionValue{Name: "inter", Value: haproxyDuration(b.spec.CheckInterval)})
+		}
+		w.set(parser.Backends, name, "default-server", []types.DefaultServer{{Params: opts}})
+	}
+	servers := make([]types.Server, len(b.slots))
+	for i, s := range b.slots {
+		servers[i] = serverLine(i, s)
+	}
+	if len(servers) > 0 {
+		w.set(parser.Backends, name, "server", servers)
+	}
+}
+
+// serverLine renders one slot. An empty slot points at a dead address in
+// maintenance. A draining endpoint is written in maintenance too: at runtime
+// it is set to drain, but after a reload the new worker has no connection to
+// it, so both states mean the same there, and a server in maintenance is also
+// left out of health checks. The slot keeps its address, so a drain->ready
+// change stays a runtime change.
+func serverLine(i int, s slot) types.Server {
+	srv := types.Server{Name: serverName(i)}
+	switch {
+	case !s.used():
+		srv.Address = "127.0.0.1:1"
+		srv.Params = []params.ServerOption{&params.ServerOptionWord{Name: "disabled"}}
+	case s.Draining:
+		srv.Address = s.key()
+		srv.Params = []params.ServerOption{&params.ServerOptionWord{Name: "disabled"}}
+	default:
+		srv.Address = s.key()
+	}
+	return srv
+}
+
+func serverName(i int) string { return serverPrefix + strconv.Itoa(i+1) }
+
+// mapFile renders a map file: one "key value" line per entry, sorted so the
+// file is deterministic (map_str and map_beg are tree lookups in HAProxy, so
+// the order carries no meaning).
+func mapFile(m map[string]string) []byte {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		b.WriteString(k)
+		b.WriteByte(' ')
+		b.WriteString(m[k])
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
+}
+
+// haproxyDuration writes d in the largest HAProxy time unit that holds it
+// exactly.
+func haproxyDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	case d%time.Millisecond == 0:
+		return fmt.Sprintf("%dms", d/time.Millisecond)
+	default:
+		return fmt.Sprintf("%dus", (d+time.Microsecond-1)/time.Microsecond)
+	}
+}
+
+// cfgWriter keeps the first config-parser error so the render code reads
+// as a list of lines.
+type cfgWriter struct {
+	p   parser.Parser
+	err error
+}
+
+func (w *cfgWriter) section(sec parser.Section, name string) {
+	if w.err != nil {
+		return
+	}
+	if err := w.p.SectionsCreate(sec, name); err != nil {
+		w.err = fmt.Errorf("render %s %s: %w", sec, name, err)
+		return
+	}
+	if sec == parser.Defaults {
+		return
+	}
+	// A named defaults section referenced with "from" everywhere: HAProxy
+	// 2.6 warns about a defaults section that is both implicit and named.
+	if err := w.p.SectionsDefaultsFromSet(sec, name, defaultsName); err != nil {
+		w.err = fmt.Errorf("render %s %s from %s: %w", sec, name, defaultsName, err)
+	}
+}
+
+func (w *cfgWriter) set(sec parser.Section, name, attr string, data common.ParserData) {
+	if w.err != nil {
+		return
+	}
+	if err := w.p.Set(sec, name, attr, data); err != nil {
+		w.err = fmt.Errorf("render %s %s %s: %w", sec, name, attr, err)
+	}
+}
+
+// sectionAt returns the section ("backend", name) that holds line (1-based)
+// of a rendered config.
+func sectionAt(cfg string, line int) (kind, name string) {
+	for i, l := range strings.Split(cfg, "\n") {
+		if i+1 > line {
+			break
+		}
+		if l == "" || l[0] == ' ' || l[0] == '\t' || l[0] == '#' {
+			continue
+		}
+		f := strings.Fields(l)
+		kind, name = f[0], ""
+		if len(f) > 1 {
+			name = f[1]
+		}
+	}
+	return kind, name
+}

@@ -1,0 +1,365 @@
+package haproxy
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// state is everything the files on disk describe. Backends with the same
+// spec can be moved between states by Runtime API commands alone.
+type state struct {
+	global         model.Global
+	defaultBackend string // "" means the built-in 404 backend
+	backends       map[string]*backend
+	// maps by name (model.MapExact, model.MapPrefix): key -> backend name.
+	maps map[string]map[string]string
+}
+
+// backendSpec is the structural part of a backend: a change needs a reload.
+type backendSpec struct {
+	Name, Namespace, Service string
+	Balance                  string
+	Check                    bool
+	CheckInterval            time.Duration
+	ForwardedFor             bool
+	Slots                    int
+}
+
+type backend struct {
+	spec backendSpec
+	// slots[i] is server SRV_<i+1>.
+	slots []slot
+	// endpoints is what the model asked for; some may not have a slot yet
+	// while a reload that grows the slots is deferred.
+	endpoints []model.Endpoint
+}
+
+// slot is one server line. An empty Addr is an unused slot.
+type slot struct {
+	Addr     string
+	Port     int
+	Draining bool
+}
+
+func (s slot) used() bool { return s.Addr != "" }
+
+func (s slot) key() string { return net.JoinHostPort(s.Addr, fmt.Sprint(s.Port)) }
+
+func endpointKey(e model.Endpoint) string { return net.JoinHostPort(e.Address, fmt.Sprint(e.Port)) }
+
+// Names the renderer uses for its own sections. Model backend names are
+// lower-case, so upper-case names cannot collide with them.
+const (
+	builtin404   = "DEFAULT_404"
+	defaultsName = "perimeter"
+	serverPrefix = "SRV_"
+)
+
+// mapNames are the maps the http frontend loads.
+var mapNames = []string{model.MapExact, model.MapPrefix}
+
+var (
+	backendNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,199}$`)
+)
+
+func emptyState() *state {
+	return &state{
+		backends: map[string]*backend{},
+		maps:     map[string]map[string]string{model.MapExact: {}, model.MapPrefix: {}},
+	}
+}
+
+func (s *state) clone() *state {
+	c := &state{
+		global:         s.global,
+		defaultBackend: s.defaultBackend,
+		backends:       make(map[string]*backend, len(s.backends)),
+		maps:           make(map[string]map[string]string, len(s.maps)),
+	}
+	for n, b := range s.backends {
+		c.backends[n] = &backend{spec: b.spec, slots: slices.Clone(b.slots), endpoints: slices.Clone(b.endpoints)}
+	}
+	for n, m := range s.maps {
+		c.maps[n] = maps.Clone(m)
+	}
+	return c
+}
+
+// safeToken accepts what may appear as one word in haproxy.cfg, a map file or
+// a Runtime API command: printable ASCII without blanks, quotes, backslashes,
+// comment or command separators.
+func safeToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"'\;#`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// safeWords is safeToken for a value of several words separated by single
+// spaces (a balance algorithm like "url_param userid").
+func safeWords(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, w := range strings.Split(s, " ") {
+		if !safeToken(w) {
+			return false
+		}
+	}
+	return true
+}
+
+// safePath accepts a path that can be written unquoted in haproxy.cfg.
+func safePath(p string) bool {
+	return safeToken(p) && !strings.ContainsAny(p, "{}$%,")
+}
+
+// desiredState turns a Desired into a state: it re-checks every value that
+// reaches haproxy.cfg, the map files or the Runtime API (defence in depth,
+// the model validates too) and reports what it drops.
+func desiredState(want *model.Desired) (*state, []model.Problem) {
+	st := emptyState()
+	var problems []model.Problem
+	reject := func(obj model.ObjectRef, format string, args ...any) {
+		problems = append(problems, model.Problem{Object: obj, Reason: "ConfigRejected", Message: fmt.Sprintf(format, args...)})
+	}
+	if want == nil {
+		return st, nil
+	}
+	st.global = want.Global
+	if st.global.Maxconn < 0 {
+		st.global.Maxconn = 0
+	}
+	if st.global.Nbthread < 0 {
+		st.global.Nbthread = 0
+	}
+	for _, b := range want.Backends {
+		if b == nil {
+			continue
+		}
+		svc := serviceRef(b)
+		if !backendNameRE.MatchString(b.Name) {
+			reject(svc, "backend name %q is not valid in haproxy.cfg", b.Name)
+			continue
+		}
+		if _, dup := st.backends[b.Name]; dup {
+			reject(svc, "backend %s appears twice; the first one is used", b.Name)
+			continue
+		}
+		spec := backendSpec{
+			Name: b.Name, Namespace: b.Namespace, Service: b.Service,
+			Balance: b.Balance, Check: b.Check, CheckInterval: b.CheckInterval,
+			ForwardedFor: b.ForwardedFor, Slots: b.Slots,
+		}
+		if spec.Balance != "" && !safeWords(spec.Balance) {
+			reject(svc, "backend %s: balance %q is not valid; using roundrobin", b.Name, spec.Balance)
+			spec.Balance = ""
+		}
+		if spec.CheckInterval < 0 || !spec.Check {
+			spec.CheckInterval = 0
+		}
+		seen := map[string]bool{}
+		var eps []model.Endpoint
+		for _, e := range b.Endpoints {
+			ip := net.ParseIP(e.Address)
+			if ip == nil || e.Port < 1 || e.Port > 65535 {
+				reject(svc, "backend %s: endpoint %s port %d is not an IP address and port", b.Name, e.Address, e.Port)
+				continue
+			}
+			e.Address = ip.String()
+			k := endpointKey(e)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			eps = append(eps, e)
+		}
+		spec.Slots = max(spec.Slots, len(eps))
+		st.backends[b.Name] = &backend{spec: spec, endpoints: eps}
+	}
+	if want.DefaultBackend != "" {
+		if _, ok := st.backends[want.DefaultBackend]; ok {
+			st.defaultBackend = want.DefaultBackend
+		} else {
+			reject(model.ObjectRef{Kind: "Service"}, "default backend %q is not among the backends; answering 404", want.DefaultBackend)
+		}
+	}
+	// Only the maps the frontend loads are kept: an entry in any other map
+	// could never route a request.
+	for _, name := range mapNames {
+		m := map[string]string{}
+		for k, v := range want.Maps[name] {
+			switch {
+			case !safeToken(k):
+				reject(routeRef(want, k), "map %s: key %q has characters a map file cannot carry", name, k)
+			case st.backends[v] == nil:
+				reject(routeRef(want, k), "map %s: key %q names backend %q that does not exist", name, k, v)
+			default:
+				m[k] = v
+			}
+		}
+		st.maps[name] = m
+	}
+	return st, problems
+}
+
+func serviceRef(b *model.Backend) model.ObjectRef {
+	return model.ObjectRef{Kind: "Service", Namespace: b.Namespace, Name: b.Service}
+}
+
+// routeRef finds the Ingress that asked for a map key, for the Problem.
+func routeRef(want *model.Desired, key string) model.ObjectRef {
+	for _, r := range want.Routes {
+		if r.Host+r.Path == key || strings.TrimSuffix(key, "/") == r.Host+strings.TrimSuffix(r.Path, "/") {
+			return r.Ingress
+		}
+	}
+	return model.ObjectRef{}
+}
+
+// assignSlots keeps every endpoint that still exists in its slot, frees the
+// slots of the others and fills free slots, lowest first, with new endpoints.
+// Endpoints that do not fit in n slots are left out (a reload grows n).
+func assignSlots(prev []slot, eps []model.Endpoint, n int) []slot {
+	out := make([]slot, n)
+	want := make(map[string]model.Endpoint, len(eps))
+	for _, e := range eps {
+		want[endpointKey(e)] = e
+	}
+	placed := map[string]bool{}
+	for i, s := range prev {
+		if i >= n || !s.used() {
+			continue
+		}
+		if e, ok := want[s.key()]; ok {
+			out[i] = slot{Addr: e.Address, Port: e.Port, Draining: e.Draining}
+			placed[s.key()] = true
+		}
+	}
+	free := 0
+	for _, e := range eps {
+		if placed[endpointKey(e)] {
+			continue
+		}
+		for free < n && out[free].used() {
+			free++
+		}
+		if free == n {
+			break
+		}
+		out[free] = slot{Addr: e.Address, Port: e.Port, Draining: e.Draining}
+		free++
+	}
+	return out
+}
+
+// sameStructure reports whether b can be reached from a by runtime changes.
+func sameStructure(a, b *state) bool {
+	if a.global != b.global || a.defaultBackend != b.defaultBackend || len(a.backends) != len(b.backends) {
+		return false
+	}
+	for n, ab := range a.backends {
+		bb, ok := b.backends[n]
+		if !ok || ab.spec != bb.spec {
+			return false
+		}
+	}
+	return true
+}
+
+// structuralChanges names what makes a reload necessary, for logs.
+func structuralChanges(a, b *state) []string {
+	var out []string
+	if a.global != b.global {
+		out = append(out, "global settings")
+	}
+	if a.defaultBackend != b.defaultBackend {
+		out = append(out, fmt.Sprintf("default backend %q->%q", a.defaultBackend, b.defaultBackend))
+	}
+	for _, n := range slices.Sorted(maps.Keys(b.backends)) {
+		ab, ok := a.backends[n]
+		switch {
+		case !ok:
+			out = append(out, "backend added: "+n)
+		case ab.spec.Slots != b.backends[n].spec.Slots && specWithoutSlots(ab.spec) == specWithoutSlots(b.backends[n].spec):
+			out = append(out, fmt.Sprintf("backend %s slots %d->%d", n, ab.spec.Slots, b.backends[n].spec.Slots))
+		case ab.spec != b.backends[n].spec:
+			out = append(out, "backend changed: "+n)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(a.backends)) {
+		if _, ok := b.backends[n]; !ok {
+			out = append(out, "backend removed: "+n)
+		}
+	}
+	return out
+}
+
+func specWithoutSlots(s backendSpec) backendSpec {
+	s.Slots = 0
+	return s
+}
+
+func summarize(changes []string) string {
+	const maxShown = 4
+	if len(changes) <= maxShown {
+		return strings.Join(changes, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(changes[:maxShown], ", "), len(changes)-maxShown)
+}
+
+// withSlots gives every backend of target its slot assignment, starting from
+// the assignment in cur so endpoints keep their slots.
+func withSlots(cur, target *state) {
+	for n, b := range target.backends {
+		var prev []slot
+		if cb, ok := cur.backends[n]; ok {
+			prev = cb.slots
+		}
+		b.slots = assignSlots(prev, b.endpoints, b.spec.Slots)
+	}
+}
+
+// runtimeSubset is what can go out now when the reload that target needs
+// is deferred: cur's structure, target's endpoints as far as cur's slots
+// hold them, and target's map entries that point at backends cur has.
+func runtimeSubset(cur, target *state) *state {
+	next := cur.clone()
+	for n, b := range next.backends {
+		tb, ok := target.backends[n]
+		if !ok {
+			continue
+		}
+		b.endpoints = slices.Clone(tb.endpoints)
+		b.slots = assignSlots(b.slots, b.endpoints, b.spec.Slots)
+	}
+	for name, tm := range target.maps {
+		cm := cur.maps[name]
+		m := map[string]string{}
+		for k, v := range tm {
+			switch {
+			case next.backends[v] != nil:
+				m[k] = v
+			case cm[k] != "":
+				// The key moves to a backend the running config lacks:
+				// keep the old route until the reload.
+				m[k] = cm[k]
+			}
+		}
+		next.maps[name] = m
+	}
+	return next
+}

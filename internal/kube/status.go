@@ -1,0 +1,200 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// StatusOptions configure the Ingress status writer.
+type StatusOptions struct {
+	// Addresses are published in .status.loadBalancer.ingress (IPs or host
+	// names).
+	Addresses []string
+	// ElectionID and ElectionNamespace name the Lease that picks the one
+	// edge host writing status when several serve the same cluster.
+	ElectionID        string
+	ElectionNamespace string
+	// ClearOnShutdown clears the status of served Ingresses when the daemon
+	// stops (--update-status-on-shutdown).
+	ClearOnShutdown bool
+}
+
+// StatusWriter keeps the status of served Ingresses equal to the published
+// addresses while it holds the Lease. Every edge host keeps serving traffic
+// whether it leads or not: only the writes are elected.
+type StatusWriter struct {
+	cs   kubernetes.Interface
+	w    *Watcher
+	opts StatusOptions
+	log  *slog.Logger
+	want []networkingv1.IngressLoadBalancerIngress
+
+	mu      sync.Mutex
+	served  map[model.ObjectRef]bool
+	kick    chan struct{}
+	leading bool
+}
+
+// NewStatusWriter prepares a writer; Run starts the election.
+func NewStatusWriter(cs kubernetes.Interface, w *Watcher, opts StatusOptions, log *slog.Logger) *StatusWriter {
+	s := &StatusWriter{cs: cs, w: w, opts: opts, log: log, kick: make(chan struct{}, 1)}
+	for _, a := range opts.Addresses {
+		if ip, err := netip.ParseAddr(a); err == nil {
+			s.want = append(s.want, networkingv1.IngressLoadBalancerIngress{IP: ip.String()})
+		} else {
+			s.want = append(s.want, networkingv1.IngressLoadBalancerIngress{Hostname: a})
+		}
+	}
+	return s
+}
+
+// Serve hands the writer the set of Ingresses the daemon serves now.
+func (s *StatusWriter) Serve(refs []model.ObjectRef) {
+	m := make(map[model.ObjectRef]bool, len(refs))
+	for _, r := range refs {
+		m[r] = true
+	}
+	s.mu.Lock()
+	s.served = m
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Leading reports whether this daemon currently writes status.
+func (s *StatusWriter) Leading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leading
+}
+
+// Run takes part in the election until ctx ends.
+func (s *StatusWriter) Run(ctx context.Context) error {
+	id, _ := os.Hostname()
+	id = fmt.Sprintf("%s_%d", id, os.Getpid())
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: s.opts.ElectionID, Namespace: s.opts.ElectionNamespace},
+		Client:     s.cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   15 * time.Second,
+		RenewDeadline:   10 * time.Second,
+		RetryPeriod:     2 * time.Second,
+		ReleaseOnCancel: true,
+		Name:            "perimeter-status",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: s.lead,
+			OnStoppedLeading: func() {
+				s.mu.Lock()
+				s.leading = false
+				s.mu.Unlock()
+				s.log.Info("stopped writing Ingress status")
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("status election: %w", err)
+	}
+	// RunOrDie returns when leadership is lost; stand again until ctx ends.
+	for ctx.Err() == nil {
+		le.Run(ctx)
+	}
+	return nil
+}
+
+func (s *StatusWriter) lead(ctx context.Context) {
+	s.mu.Lock()
+	s.leading = true
+	s.mu.Unlock()
+	s.log.Info("writing Ingress status", "addresses", s.opts.Addresses)
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		s.sync(ctx, false)
+		select {
+		case <-ctx.Done():
+			if s.opts.ClearOnShutdown {
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				s.sync(cctx, true)
+				cancel()
+			}
+			return
+		case <-s.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// sync writes the status of every cached Ingress that differs from what it
+// should be: ours for served Ingresses, empty for ones that carry our
+// addresses but are no longer ours. No write happens when nothing differs.
+func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
+	s.mu.Lock()
+	served := s.served
+	s.mu.Unlock()
+	for _, ing := range s.w.AllIngresses() {
+		ref := model.ObjectRef{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name}
+		cur := ing.Status.LoadBalancer.Ingress
+		var want []networkingv1.IngressLoadBalancerIngress
+		switch {
+		case served[ref] && !clearAll:
+			want = s.want
+		case sameLB(cur, s.want) && len(cur) > 0:
+			want = nil
+		default:
+			continue
+		}
+		if sameLB(cur, want) {
+			continue
+		}
+		up := ing.DeepCopy()
+		up.Status.LoadBalancer.Ingress = want
+		if _, err := s.cs.NetworkingV1().Ingresses(ing.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
+			s.log.Warn("ingress status", "namespace", ing.Namespace, "name", ing.Name, "err", err)
+			continue
+		}
+		s.log.Debug("ingress status written", "namespace", ing.Namespace, "name", ing.Name, "addresses", len(want))
+	}
+}
+
+func sameLB(a, b []networkingv1.IngressLoadBalancerIngress) bool {
+	return slices.EqualFunc(a, b, func(x, y networkingv1.IngressLoadBalancerIngress) bool {
+		return x.IP == y.IP && x.Hostname == y.Hostname
+	})
+}
+
+// DefaultPublishAddress is the address of the interface that carries the
+// default route, used when --publish-address is not given and HAProxy binds
+// every address.
+func DefaultPublishAddress(bind string) string {
+	if ip, err := netip.ParseAddr(bind); err == nil && !ip.IsUnspecified() {
+		return ip.String()
+	}
+	// A UDP "connection" sends nothing; it only asks the kernel which source
+	// address it would use towards a public destination.
+	c, err := net.Dial("udp4", "198.51.100.1:9")
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String()
+}

@@ -1,0 +1,58 @@
+// Package metrics defines the daemon's own Prometheus collectors. HAProxy's
+// traffic figures come from its built-in exporter on the stats port; these
+// describe what the daemon decided and how long it took.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Daemon groups the collectors the sync loop updates.
+type Daemon struct {
+	Registry     *prometheus.Registry
+	Reloads      *prometheus.CounterVec // reason, result
+	RuntimeOps   prometheus.Counter
+	SyncSeconds  prometheus.Histogram
+	Problems     prometheus.Gauge
+	Quarantined  prometheus.Gauge
+	Generation   prometheus.Gauge
+	CacheObjects *prometheus.GaugeVec // kind
+	Ready        prometheus.Gauge
+}
+
+// New registers the daemon collectors and Go's runtime collectors.
+func New() *Daemon {
+	r := prometheus.NewRegistry()
+	d := &Daemon{
+		Registry: r,
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "perimeter_haproxy_reloads_total", Help: "HAProxy reloads by reason and result.",
+		}, []string{"reason", "result"}),
+		RuntimeOps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "perimeter_haproxy_runtime_operations_total", Help: "Changes applied through the HAProxy Runtime API without a reload.",
+		}),
+		SyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "perimeter_sync_duration_seconds", Help: "Time from a cache change to HAProxy applying it.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		Problems: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "perimeter_rejected_values", Help: "Objects or values currently rejected by validation.",
+		}),
+		Quarantined: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "perimeter_quarantined_objects", Help: "Objects whose configuration HAProxy refused and that are held at their last good state.",
+		}),
+		Generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "perimeter_config_generation", Help: "Number of desired states applied since start.",
+		}),
+		CacheObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "perimeter_cache_objects", Help: "Objects in the informer caches by kind.",
+		}, []string{"kind"}),
+		Ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "perimeter_ready", Help: "1 once caches are synced and HAProxy serves the first full configuration.",
+		}),
+	}
+	r.MustRegister(d.Reloads, d.RuntimeOps, d.SyncSeconds, d.Problems, d.Quarantined, d.Generation, d.CacheObjects, d.Ready,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return d
+}

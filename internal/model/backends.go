@@ -1,0 +1,215 @@
+package model
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+// finishBackends resolves every registered backend's Service, endpoints and
+// settings, and records the problems on the Ingresses that route to it.
+func (b *builder) finishBackends() {
+	names := make([]string, 0, len(b.backends))
+	for name := range b.backends {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	b.d.Backends = make([]*Backend, 0, len(names))
+	for _, name := range names {
+		b.d.Backends = append(b.d.Backends, b.finishBackend(b.backends[name]))
+	}
+}
+
+func (b *builder) finishBackend(st *backendState) *Backend {
+	draft := backendDraft{Backend: Backend{
+		Name:      st.name,
+		Namespace: st.namespace,
+		Service:   st.service,
+		Port:      portString(st.port),
+	}}
+	svc := b.services[nsName{st.namespace, st.service}]
+	b.applyBackendSettings(&draft, st, svc)
+
+	// A backend whose Service or port is missing keeps its routes: HAProxy
+	// answers 503 for them rather than letting the request fall through to
+	// some other rule or the default backend.
+	switch {
+	case svc == nil:
+		b.userProblem(st, ReasonServiceNotFound, "Service %s/%s not found; backend %s has no servers", st.namespace, st.service, st.name)
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		b.userProblem(st, ReasonUnsupportedService, "Service %s/%s is of type ExternalName (%q), which is not supported; backend %s has no servers",
+			st.namespace, st.service, svc.Spec.ExternalName, st.name)
+	default:
+		sp, ok := servicePort(svc, st.port)
+		if !ok {
+			b.userProblem(st, ReasonPortNotFound, "Service %s/%s has no TCP port %s; backend %s has no servers",
+				st.namespace, st.service, draft.Port, st.name)
+			break
+		}
+		draft.Endpoints = b.endpoints(svc, sp)
+	}
+
+	inc := draft.serversIncrement
+	if inc < 1 {
+		inc = defaultServersIncrement
+	}
+	draft.Slots = max(inc, (len(draft.Endpoints)+inc-1)/inc*inc)
+	be := draft.Backend
+	return &be
+}
+
+func portString(p networkingv1.ServiceBackendPort) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return strconv.Itoa(int(p.Number))
+}
+
+// userProblem records a backend problem on every Ingress that routes to it,
+// or on the Service when the flag's default backend is the only user.
+func (b *builder) userProblem(st *backendState, reason, format string, args ...any) {
+	for _, ing := range st.users {
+		b.problem(ingressRef(ing), reason, format, args...)
+	}
+	if st.fromFlag {
+		b.problem(serviceRef(st.namespace, st.service), reason, format, args...)
+	}
+}
+
+// servicePort finds the Service port an Ingress names, by name or number.
+func servicePort(svc *corev1.Service, p networkingv1.ServiceBackendPort) (corev1.ServicePort, bool) {
+	for _, sp := range svc.Spec.Ports {
+		if !isTCP(sp.Protocol) {
+			continue
+		}
+		if p.Name != "" && sp.Name == p.Name || p.Name == "" && sp.Port == p.Number {
+			return sp, true
+		}
+	}
+	return corev1.ServicePort{}, false
+}
+
+// endpoints lists the addresses serving a Service port: the slice port with
+// the Service port's name gives the target port. Ready endpoints serve;
+// terminating ones that still serve are kept as draining so their current
+// requests finish.
+func (b *builder) endpoints(svc *corev1.Service, sp corev1.ServicePort) []Endpoint {
+	type parsed struct {
+		addr netip.Addr
+		ep   Endpoint
+	}
+	sls := b.slices[nsName{svc.Namespace, svc.Name}]
+	n := 0
+	for _, sl := range sls {
+		n += len(sl.Endpoints)
+	}
+	if n == 0 {
+		return nil
+	}
+	found := make([]parsed, 0, n)
+	for _, sl := range sls {
+		var family func(netip.Addr) bool
+		switch sl.AddressType {
+		case discoveryv1.AddressTypeIPv4:
+			family = netip.Addr.Is4
+		case discoveryv1.AddressTypeIPv6:
+			family = netip.Addr.Is6
+		default:
+			continue
+		}
+		port, ok := slicePort(sl, sp)
+		if !ok {
+			continue
+		}
+		for _, ep := range sl.Endpoints {
+			draining, serve := endpointState(ep.Conditions)
+			if !serve || len(ep.Addresses) == 0 {
+				continue
+			}
+			// The addresses of one endpoint are fungible; kube-proxy uses
+			// the first, and so do we.
+			addr, err := netip.ParseAddr(ep.Addresses[0])
+			if err != nil || !family(addr) || addr.Zone() != "" {
+				b.problem(ObjectRef{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name}, ReasonInvalidEndpoint,
+					"address %q is not a plain %s address; the endpoint is ignored", ep.Addresses[0], sl.AddressType)
+				continue
+			}
+			// netip refuses non-canonical IPv4 (leading zeros), so a parsed
+			// IPv4 string is already canonical and need not be rebuilt.
+			text := ep.Addresses[0]
+			if !addr.Is4() {
+				text = addr.String()
+			}
+			found = append(found, parsed{addr, Endpoint{Address: text, Port: port, Draining: draining}})
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	slices.SortFunc(found, func(x, y parsed) int {
+		if c := x.addr.Compare(y.addr); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.ep.Port, y.ep.Port); c != 0 {
+			return c
+		}
+		// Ready before draining, so the duplicate dropped below is the
+		// draining one when two slices disagree during a handover.
+		switch {
+		case x.ep.Draining == y.ep.Draining:
+			return 0
+		case y.ep.Draining:
+			return -1
+		}
+		return 1
+	})
+	out := make([]Endpoint, 0, len(found))
+	for i, f := range found {
+		if i > 0 && f.addr == found[i-1].addr && f.ep.Port == found[i-1].ep.Port {
+			continue
+		}
+		out = append(out, f.ep)
+	}
+	return out
+}
+
+// slicePort finds the slice port for a Service port: same name, same
+// protocol.
+func slicePort(sl *discoveryv1.EndpointSlice, sp corev1.ServicePort) (int, bool) {
+	for _, p := range sl.Ports {
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		if name != sp.Name || !isTCP(proto) || p.Port == nil {
+			continue
+		}
+		if n := int(*p.Port); n >= 1 && n <= 65535 {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// endpointState reads an endpoint's conditions with the API's nil
+// defaults: ready nil is true, serving nil is true, terminating nil is false.
+func endpointState(c discoveryv1.EndpointConditions) (draining, serve bool) {
+	if c.Ready == nil || *c.Ready {
+		return false, true
+	}
+	terminating := c.Terminating != nil && *c.Terminating
+	serving := c.Serving == nil || *c.Serving
+	if terminating && serving {
+		return true, true
+	}
+	return false, false
+}

@@ -1,0 +1,58 @@
+package model
+
+import (
+	"fmt"
+	"testing"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// benchSnapshot has n Ingresses, each with its own host, two paths, an
+// annotation, a Service and an EndpointSlice of three endpoints.
+func benchSnapshot(n int) *Snapshot {
+	s := &Snapshot{ConfigMap: configMap("servers-increment=10", "timeout-client=50s")}
+	for i := range n {
+		ns, name := fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("app-%d", i)
+		ing := withAnnotations(ingress(ns, name, i, rule(name+".example.com",
+			path("/", "Prefix", name, "http"),
+			path("/api/v1", "Exact", name, "http"),
+		)), "haproxy.org/load-balance=leastconn")
+		s.Ingresses = append(s.Ingresses, ing)
+		s.Services = append(s.Services, service(ns, name, svcPort("http", 80, 8080)))
+		s.EndpointSlices = append(s.EndpointSlices, endpointSlice(ns, name, name+"-abcde", discoveryv1.AddressTypeIPv4, "http", 8080,
+			endpoint(fmt.Sprintf("198.18.%d.%d", i/250, i%250+1), "ready"),
+			endpoint(fmt.Sprintf("198.19.%d.%d", i/250, i%250+1), "ready"),
+			endpoint(fmt.Sprintf("198.18.%d.%d", 200+i/250, i%250+1), "draining"),
+		))
+	}
+	return s
+}
+
+func BenchmarkBuild(b *testing.B) {
+	for _, n := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+			s := benchSnapshot(n)
+			b.ReportAllocs()
+			for b.Loop() {
+				d := Build(s, Options{})
+				if len(d.Backends) != n {
+					b.Fatalf("%d backends, want %d", len(d.Backends), n)
+				}
+			}
+		})
+	}
+}
+
+// TestBenchSnapshot keeps the benchmark's input honest: every Ingress is
+// served with both routes and three endpoints, and nothing is a problem.
+func TestBenchSnapshot(t *testing.T) {
+	d := Build(benchSnapshot(300), Options{})
+	if len(d.Problems) != 0 || len(d.Routes) != 600 || len(d.Backends) != 300 {
+		t.Fatalf("%d problems, %d routes, %d backends", len(d.Problems), len(d.Routes), len(d.Backends))
+	}
+	for _, be := range d.Backends {
+		if len(be.Endpoints) != 3 || be.Balance != "leastconn" || be.Slots != 10 {
+			t.Fatalf("backend %+v", be)
+		}
+	}
+}

@@ -1,0 +1,423 @@
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+// Problem reasons.
+const (
+	ReasonInvalidHost            = "InvalidHost"
+	ReasonInvalidPath            = "InvalidPath"
+	ReasonInvalidBackend         = "InvalidBackend"
+	ReasonUnsupportedBackend     = "UnsupportedBackend"
+	ReasonRuleConflict           = "RuleConflict"
+	ReasonDefaultBackendConflict = "DefaultBackendConflict"
+	ReasonServiceNotFound        = "ServiceNotFound"
+	ReasonPortNotFound           = "PortNotFound"
+	ReasonUnsupportedService     = "UnsupportedService"
+	ReasonInvalidEndpoint        = "InvalidEndpoint"
+	ReasonInvalidAnnotation      = "InvalidAnnotation"
+	ReasonInvalidConfigMapKey    = "InvalidConfigMapKey"
+	ReasonAnnotationConflict     = "AnnotationConflict"
+	ReasonInvalidOption          = "InvalidOption"
+)
+
+// Build turns a snapshot into the desired HAProxy state. It never mutates s
+// and gives the same result for the same s and o, whatever the order of the
+// snapshot's lists.
+func Build(s *Snapshot, o Options) *Desired {
+	if s == nil {
+		s = &Snapshot{}
+	}
+	b := newBuilder(s, o)
+	b.configMap()
+	ings := b.servedIngresses()
+	for _, ing := range ings {
+		b.ingressSettings(ing)
+		b.ingressRules(ing)
+	}
+	b.defaultBackend(ings)
+	b.secretRefs(ings)
+	b.buildMaps()
+	b.finishBackends()
+	b.finish()
+	return b.d
+}
+
+type nsName struct{ ns, name string }
+
+// values holds the valid raw values an object sets, by index in settings.
+type values map[int]string
+
+// backendState gathers what a backend needs before it is finished.
+type backendState struct {
+	name      string
+	namespace string
+	service   string
+	port      networkingv1.ServiceBackendPort
+	// users are the Ingresses routing to the backend, oldest first; their
+	// annotations give its Ingress-scope settings.
+	users []*networkingv1.Ingress
+	// fromFlag marks the --default-backend-service backend.
+	fromFlag bool
+}
+
+type routeKey struct {
+	host, path string
+	typ        PathType
+}
+
+type claim struct {
+	ing     *networkingv1.Ingress
+	backend string
+}
+
+type builder struct {
+	s *Snapshot
+	o Options
+	d *Desired
+
+	services map[nsName]*corev1.Service
+	slices   map[nsName][]*discoveryv1.EndpointSlice
+
+	cmValues  values
+	ingValues map[*networkingv1.Ingress]values
+	svcValues map[*corev1.Service]values
+
+	backends map[string]*backendState
+	claims   map[routeKey]claim
+}
+
+func newBuilder(s *Snapshot, o Options) *builder {
+	b := &builder{
+		s: s,
+		o: o,
+		d: &Desired{
+			Maps: map[string]map[string]string{
+				MapExact:  {},
+				MapPrefix: {},
+			},
+		},
+		services:  make(map[nsName]*corev1.Service, len(s.Services)),
+		slices:    make(map[nsName][]*discoveryv1.EndpointSlice, len(s.EndpointSlices)),
+		ingValues: map[*networkingv1.Ingress]values{},
+		svcValues: map[*corev1.Service]values{},
+		backends:  make(map[string]*backendState, len(s.Ingresses)),
+		claims:    make(map[routeKey]claim, len(s.Ingresses)),
+	}
+	// Services and slices are not filtered by namespace: only Ingresses
+	// reach them, always in their own namespace, which was filtered; the
+	// one other way in is --default-backend-service, which the operator
+	// named explicitly.
+	for _, svc := range s.Services {
+		if svc != nil {
+			b.services[nsName{svc.Namespace, svc.Name}] = svc
+		}
+	}
+	for _, sl := range s.EndpointSlices {
+		if sl == nil {
+			continue
+		}
+		name := sl.Labels[discoveryv1.LabelServiceName]
+		if name == "" {
+			continue
+		}
+		k := nsName{sl.Namespace, name}
+		b.slices[k] = append(b.slices[k], sl)
+	}
+	return b
+}
+
+func (b *builder) problem(obj ObjectRef, reason, format string, args ...any) {
+	b.d.Problems = append(b.d.Problems, Problem{Object: obj, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+func ingressRef(ing *networkingv1.Ingress) ObjectRef {
+	return ObjectRef{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name}
+}
+
+func serviceRef(ns, name string) ObjectRef {
+	return ObjectRef{Kind: "Service", Namespace: ns, Name: name}
+}
+
+// olderIngress orders Ingresses by age, then namespace/name: the order in
+// which they claim rules, so the oldest wins every conflict.
+func olderIngress(a, b *networkingv1.Ingress) int {
+	if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// servedIngresses filters the snapshot's Ingresses by namespace and class
+// and returns them oldest first.
+func (b *builder) servedIngresses() []*networkingv1.Ingress {
+	sel := newClassSelector(b.s.IngressClasses, b.o)
+	var out []*networkingv1.Ingress
+	for _, ing := range b.s.Ingresses {
+		if ing == nil || !namespaceAllowed(ing.Namespace, b.o) || !sel.serves(ing) {
+			continue
+		}
+		out = append(out, ing)
+	}
+	slices.SortFunc(out, olderIngress)
+	b.d.Served = make([]ObjectRef, 0, len(out))
+	for _, ing := range out {
+		b.d.Served = append(b.d.Served, ingressRef(ing))
+	}
+	return out
+}
+
+// ingressRules claims the Ingress's rules and registers their backends.
+func (b *builder) ingressRules(ing *networkingv1.Ingress) {
+	ref := ingressRef(ing)
+	for _, rule := range ing.Spec.Rules {
+		if rule.Host != "" {
+			if err := checkHost(rule.Host); err != nil {
+				b.problem(ref, ReasonInvalidHost, "host %q: %v; the rule is ignored", rule.Host, err)
+				continue
+			}
+		}
+		if rule.HTTP == nil {
+			continue
+		}
+		for _, p := range rule.HTTP.Paths {
+			path, typ, err := servedPath(p.Path, p.PathType)
+			if err != nil {
+				b.problem(ref, ReasonInvalidPath, "host %q path %q: %v; the path is ignored", rule.Host, p.Path, err)
+				continue
+			}
+			name, port, ok := b.backendName(ref, p.Backend)
+			if !ok {
+				continue
+			}
+			key := routeKey{rule.Host, path, typ}
+			if c, taken := b.claims[key]; taken {
+				switch {
+				case c.ing != ing:
+					b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) is already served by older Ingress %s/%s; this rule is ignored",
+						rule.Host, path, typ, c.ing.Namespace, c.ing.Name)
+				case c.backend != name:
+					b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) appears twice with different backends; the first (%s) is used",
+						rule.Host, path, typ, c.backend)
+				}
+				continue
+			}
+			b.claims[key] = claim{ing: ing, backend: name}
+			b.useBackend(name, ing.Namespace, p.Backend.Service.Name, port, ing)
+			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: rule.Host, Path: path, PathType: typ, Backend: name})
+		}
+	}
+}
+
+// backendName checks an Ingress backend and names the HAProxy backend for
+// it: "<namespace>_<service>_<port as written>".
+func (b *builder) backendName(ref ObjectRef, be networkingv1.IngressBackend) (string, networkingv1.ServiceBackendPort, bool) {
+	svc := be.Service
+	if svc == nil {
+		b.problem(ref, ReasonUnsupportedBackend, "resource backends are not supported; only Service backends")
+		return "", networkingv1.ServiceBackendPort{}, false
+	}
+	var port string
+	switch {
+	case svc.Port.Name != "":
+		port = svc.Port.Name
+	case svc.Port.Number > 0:
+		port = strconv.Itoa(int(svc.Port.Number))
+	default:
+		b.problem(ref, ReasonInvalidBackend, "backend Service %q names no port", svc.Name)
+		return "", networkingv1.ServiceBackendPort{}, false
+	}
+	name := ref.Namespace + "_" + svc.Name + "_" + port
+	if !validBackendName(ref.Namespace, svc.Name, port) {
+		b.problem(ref, ReasonInvalidBackend, "backend Service %q port %q: names must be DNS labels ([a-z0-9-], at most 63)", svc.Name, port)
+		return "", networkingv1.ServiceBackendPort{}, false
+	}
+	return name, svc.Port, true
+}
+
+// validBackendName keeps each part a DNS label ([a-z0-9-], at most 63),
+// so the parts join with '_' without ambiguity and the name goes into
+// haproxy.cfg unquoted.
+func validBackendName(parts ...string) bool {
+	for _, p := range parts {
+		if checkDNSLabel(p) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// useBackend registers that ing (nil for the flag's default backend) routes
+// to the backend.
+func (b *builder) useBackend(name, ns, svc string, port networkingv1.ServiceBackendPort, ing *networkingv1.Ingress) *backendState {
+	st := b.backends[name]
+	if st == nil {
+		st = &backendState{name: name, namespace: ns, service: svc, port: port}
+		b.backends[name] = st
+	}
+	// Ingresses are processed one at a time, oldest first, so a repeat is
+	// always the last one added.
+	if ing != nil && (len(st.users) == 0 || st.users[len(st.users)-1] != ing) {
+		st.users = append(st.users, ing)
+	}
+	return st
+}
+
+// defaultBackend picks the backend for requests no rule matches: the oldest
+// Ingress spec.defaultBackend, else --default-backend-service, else none.
+func (b *builder) defaultBackend(ings []*networkingv1.Ingress) {
+	var winner *networkingv1.Ingress
+	for _, ing := range ings {
+		db := ing.Spec.DefaultBackend
+		if db == nil {
+			continue
+		}
+		ref := ingressRef(ing)
+		name, port, ok := b.backendName(ref, *db)
+		if !ok {
+			continue
+		}
+		if winner != nil {
+			b.problem(ref, ReasonDefaultBackendConflict, "spec.defaultBackend ignored: older Ingress %s/%s sets the default backend (%s)",
+				winner.Namespace, winner.Name, b.d.DefaultBackend)
+			continue
+		}
+		winner = ing
+		b.useBackend(name, ing.Namespace, db.Service.Name, port, ing)
+		b.d.DefaultBackend = name
+		b.d.DefaultSource = ref
+	}
+	if winner != nil || b.o.DefaultBackendService == "" {
+		return
+	}
+	// No object to attach an Event to: the problem is only logged.
+	flagRef := ObjectRef{Kind: "Flag"}
+	ns, name, ok := strings.Cut(b.o.DefaultBackendService, "/")
+	if !ok || checkDNSLabel(ns) != nil || checkDNSLabel(name) != nil {
+		b.problem(flagRef, ReasonInvalidOption, "--default-backend-service=%q: want NAMESPACE/NAME; the built-in 404 answers unmatched requests",
+			b.o.DefaultBackendService)
+		return
+	}
+	svc := b.services[nsName{ns, name}]
+	if svc == nil {
+		b.problem(serviceRef(ns, name), ReasonServiceNotFound, "--default-backend-service %s/%s: Service not found; the built-in 404 answers unmatched requests", ns, name)
+		return
+	}
+	sp, ok := firstTCPPort(svc)
+	if !ok {
+		b.problem(serviceRef(ns, name), ReasonPortNotFound, "--default-backend-service %s/%s: Service has no TCP port; the built-in 404 answers unmatched requests", ns, name)
+		return
+	}
+	port := networkingv1.ServiceBackendPort{Number: sp.Port}
+	bname := ns + "_" + name + "_" + strconv.Itoa(int(sp.Port))
+	st := b.useBackend(bname, ns, name, port, nil)
+	st.fromFlag = true
+	b.d.DefaultBackend = bname
+}
+
+func isTCP(p corev1.Protocol) bool { return p == "" || p == corev1.ProtocolTCP }
+
+func firstTCPPort(svc *corev1.Service) (corev1.ServicePort, bool) {
+	for _, sp := range svc.Spec.Ports {
+		if isTCP(sp.Protocol) {
+			return sp, true
+		}
+	}
+	return corev1.ServicePort{}, false
+}
+
+// secretRefs lists the TLS Secrets that served Ingresses name, so the kube
+// layer watches only those.
+func (b *builder) secretRefs(ings []*networkingv1.Ingress) {
+	for _, ing := range ings {
+		for _, tls := range ing.Spec.TLS {
+			if tls.SecretName != "" {
+				b.d.SecretRefs = append(b.d.SecretRefs, ing.Namespace+"/"+tls.SecretName)
+			}
+		}
+	}
+	slices.Sort(b.d.SecretRefs)
+	b.d.SecretRefs = slices.Compact(b.d.SecretRefs)
+}
+
+// buildMaps writes the routes into the lookup maps the HAProxy frontend
+// uses. Exact routes go first so that an Exact rule owns its key in
+// MapExact even when a Prefix rule for the same path is older.
+func (b *builder) buildMaps() {
+	exact := make(map[string]string, len(b.d.Routes))
+	prefix := make(map[string]string, len(b.d.Routes))
+	b.d.Maps[MapExact], b.d.Maps[MapPrefix] = exact, prefix
+	for _, r := range b.d.Routes {
+		if r.PathType == PathExact {
+			exact[r.Host+r.Path] = r.Backend
+		}
+	}
+	for _, r := range b.d.Routes {
+		if r.PathType != PathPrefix {
+			continue
+		}
+		if r.Path == "/" {
+			prefix[r.Host+"/"] = r.Backend
+			continue
+		}
+		if _, owned := exact[r.Host+r.Path]; !owned {
+			exact[r.Host+r.Path] = r.Backend
+		}
+		prefix[r.Host+r.Path+"/"] = r.Backend
+	}
+}
+
+// finish sorts everything that is a list, so output never depends on map
+// iteration or snapshot order.
+func (b *builder) finish() {
+	d := b.d
+	slices.SortFunc(d.Routes, compareRoutes)
+	slices.SortFunc(d.Served, compareRefs)
+	slices.SortFunc(d.Problems, func(x, y Problem) int {
+		if c := compareRefs(x.Object, y.Object); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.Reason, y.Reason); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Message, y.Message)
+	})
+	d.Problems = slices.Compact(d.Problems)
+}
+
+func compareRefs(a, b ObjectRef) int {
+	if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// compareRoutes orders routes by host, path and type (unique among served
+// routes, which Match relies on), then Ingress.
+func compareRoutes(a, b Route) int {
+	if c := cmp.Compare(a.Host, b.Host); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Path, b.Path); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.PathType, b.PathType); c != 0 {
+		return c
+	}
+	return compareRefs(a.Ingress, b.Ingress)
+}

@@ -1,0 +1,204 @@
+package model
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scope is a set of places a setting may be written.
+type Scope uint8
+
+// Scopes, lowest precedence first: a Service annotation beats an Ingress
+// annotation, which beats the controller ConfigMap.
+const (
+	ScopeConfigMap Scope = 1 << iota
+	ScopeIngress
+	ScopeService
+)
+
+func (s Scope) String() string {
+	var parts []string
+	for _, x := range []struct {
+		s    Scope
+		name string
+	}{{ScopeConfigMap, "configmap"}, {ScopeIngress, "ingress"}, {ScopeService, "service"}} {
+		if s&x.s != 0 {
+			parts = append(parts, x.name)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Target says which part of Desired a setting configures.
+type Target uint8
+
+// Targets.
+const (
+	TargetGlobal  Target = iota + 1 // Desired.Global, from the ConfigMap
+	TargetBackend                   // every Backend, per Service port
+)
+
+func (t Target) String() string {
+	switch t {
+	case TargetGlobal:
+		return "global"
+	case TargetBackend:
+		return "backend"
+	}
+	return "unknown"
+}
+
+// AnnotationPrefixes are the annotation prefixes accepted for every setting,
+// in the order they are looked up when an object carries several.
+var AnnotationPrefixes = []string{"haproxy.org/", "ingress.kubernetes.io/", "haproxy.com/"}
+
+// Setting is one ConfigMap key / annotation. A ConfigMap key is Name (or an
+// alias) as is; an annotation is one of AnnotationPrefixes + Name.
+type Setting struct {
+	Name    string
+	Aliases []string
+	Scopes  Scope
+	Target  Target
+	// Type describes the accepted values, for documentation.
+	Type string
+	// Default applies when no scope sets a valid value; "" leaves the field
+	// at its zero value (HAProxy's or the renderer's default).
+	Default string
+	Doc     string
+
+	check      func(string) error
+	setBackend func(*backendDraft, string)
+	setGlobal  func(*Global, string)
+	// annotations are the full annotation keys, prefix-major, built once so
+	// lookups do not allocate.
+	annotations []string
+}
+
+// names are the ConfigMap keys for s, in lookup order.
+func (s *Setting) names() []string {
+	return append([]string{s.Name}, s.Aliases...)
+}
+
+// backendDraft is a Backend being built, with the settings that only shape
+// how its fields are computed.
+type backendDraft struct {
+	Backend
+	serversIncrement int
+}
+
+// backendSetting binds a parser to a Backend field.
+func backendSetting[T any](s Setting, p parser[T], set func(*backendDraft, T)) Setting {
+	s.Target = TargetBackend
+	s.Type = p.desc
+	s.check = func(raw string) error { _, err := p.parse(raw); return err }
+	s.setBackend = func(b *backendDraft, raw string) {
+		if v, err := p.parse(raw); err == nil {
+			set(b, v)
+		}
+	}
+	return s
+}
+
+// globalSetting binds a parser to a Global field.
+func globalSetting[T any](s Setting, p parser[T], set func(*Global, T)) Setting {
+	s.Target = TargetGlobal
+	s.Type = p.desc
+	s.check = func(raw string) error { _, err := p.parse(raw); return err }
+	s.setGlobal = func(g *Global, raw string) {
+		if v, err := p.parse(raw); err == nil {
+			set(g, v)
+		}
+	}
+	return s
+}
+
+const backendScopes = ScopeConfigMap | ScopeIngress | ScopeService
+
+// defaultServersIncrement is the server-slot block size when the ConfigMap
+// does not set one (the HAProxy Kubernetes Ingress Controller's default).
+const defaultServersIncrement = 42
+
+// settings is the one table of every key the model understands. A new
+// feature adds its entry here; docs are generated from Settings().
+var settings = func() []Setting {
+	timeout := func(name, doc string, set func(*Global, time.Duration)) Setting {
+		return globalSetting(Setting{Name: name, Scopes: ScopeConfigMap, Doc: doc}, durationParser(), set)
+	}
+	list := []Setting{
+		// Backend settings.
+		backendSetting(Setting{
+			Name: "load-balance", Scopes: backendScopes, Default: "roundrobin",
+			Doc: "Load-balancing algorithm of the backend.",
+		}, balanceParser(), func(b *backendDraft, v string) { b.Balance = v }),
+		backendSetting(Setting{
+			Name: "check", Scopes: backendScopes, Default: "true",
+			Doc: "Enable TCP health checks of the backend's servers.",
+		}, boolParser(), func(b *backendDraft, v bool) { b.Check = v }),
+		backendSetting(Setting{
+			Name: "check-interval", Scopes: backendScopes,
+			Doc: "Interval between two health checks (HAProxy's default when unset).",
+		}, durationParser(), func(b *backendDraft, v time.Duration) { b.CheckInterval = v }),
+		backendSetting(Setting{
+			Name: "forwarded-for", Scopes: backendScopes, Default: "true",
+			Doc: "Add the X-Forwarded-For header to requests sent to the backend.",
+		}, boolParser(), func(b *backendDraft, v bool) { b.ForwardedFor = v }),
+		backendSetting(Setting{
+			Name: "servers-increment", Aliases: []string{"scale-server-slots"}, Scopes: ScopeConfigMap,
+			Default: strconv.Itoa(defaultServersIncrement),
+			Doc:     "Server slots are allocated in blocks of this size, so endpoint changes rarely need a reload.",
+		}, intRange(1, 1000), func(b *backendDraft, v int) { b.serversIncrement = v }),
+
+		// Global settings.
+		globalSetting(Setting{
+			Name: "maxconn", Scopes: ScopeConfigMap,
+			Doc: "Global maximum of concurrent connections.",
+		}, intRange(1, 10_000_000), func(g *Global, v int) { g.Maxconn = v }),
+		globalSetting(Setting{
+			Name: "nbthread", Scopes: ScopeConfigMap,
+			Doc: "Number of HAProxy worker threads.",
+		}, intRange(1, 4096), func(g *Global, v int) { g.Nbthread = v }),
+		globalSetting(Setting{
+			Name: "hard-stop-after", Scopes: ScopeConfigMap,
+			Doc: "Longest time an old worker may keep serving after a reload.",
+		}, durationParser(), func(g *Global, v time.Duration) { g.HardStopAfter = v }),
+		globalSetting(Setting{
+			Name: "ssl-redirect", Scopes: ScopeConfigMap,
+			Doc: "Redirect HTTP requests to HTTPS.",
+		}, boolParser(), func(g *Global, v bool) { g.SSLRedirect = v }),
+		timeout("timeout-client", "Client inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutClient = v }),
+		timeout("timeout-connect", "Timeout to connect to a server.", func(g *Global, v time.Duration) { g.TimeoutConnect = v }),
+		timeout("timeout-server", "Server inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutServer = v }),
+		timeout("timeout-http-request", "Time to receive a whole HTTP request.", func(g *Global, v time.Duration) { g.TimeoutHTTPRequest = v }),
+		timeout("timeout-http-keep-alive", "Time to wait for a new request on a kept-alive connection.", func(g *Global, v time.Duration) { g.TimeoutHTTPKeepAlive = v }),
+		timeout("timeout-queue", "Time a request may wait in a queue for a server slot.", func(g *Global, v time.Duration) { g.TimeoutQueue = v }),
+		timeout("timeout-tunnel", "Inactivity timeout of tunnels (WebSocket, CONNECT).", func(g *Global, v time.Duration) { g.TimeoutTunnel = v }),
+	}
+	for i := range list {
+		s := &list[i]
+		for _, p := range AnnotationPrefixes {
+			for _, n := range s.names() {
+				s.annotations = append(s.annotations, p+n)
+			}
+		}
+	}
+	return list
+}()
+
+// Settings returns a copy of the settings table, for documentation and
+// `perimeter explain`.
+func Settings() []Setting {
+	out := make([]Setting, len(settings))
+	copy(out, settings)
+	for i := range out {
+		out[i].Aliases = slices.Clone(out[i].Aliases)
+		out[i].annotations = slices.Clone(out[i].annotations)
+	}
+	return out
+}
+
+// Check reports why raw is not a valid value for s, or nil.
+func (s Setting) Check(raw string) error {
+	return s.check(raw)
+}

@@ -1,0 +1,337 @@
+package routes
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Addresses: this package's tests use links in 198.19.96.0/24 and pods in
+// 198.18.64.0/18, always inside namespaces they create.
+
+var nsCounter atomic.Int32
+
+type testNS struct {
+	name string
+	h    *netlink.Handle
+}
+
+// newTestNS creates a network namespace with a veth pair rt0 (198.19.96.1/24)
+// and rt1, so 198.19.96.2 is an on-link gateway.
+func newTestNS(tb testing.TB) *testNS {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs root and network namespaces (skipped in -short mode)")
+	}
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root to create network namespaces (run the tests as root)")
+	}
+	name := fmt.Sprintf("routes-%d-%d", os.Getpid(), nsCounter.Add(1))
+	ip(tb, "netns", "add", name)
+	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	ip(tb, "-n", name, "link", "set", "lo", "up")
+	ip(tb, "-n", name, "link", "add", "rt0", "type", "veth", "peer", "name", "rt1")
+	ip(tb, "-n", name, "addr", "add", "198.19.96.1/24", "dev", "rt0")
+	ip(tb, "-n", name, "link", "set", "rt0", "up")
+	ip(tb, "-n", name, "link", "set", "rt1", "up")
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		tb.Fatalf("open netns %s: %v", name, err)
+	}
+	tb.Cleanup(func() { ns.Close() })
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		tb.Fatalf("netlink handle in %s: %v", name, err)
+	}
+	tb.Cleanup(h.Close)
+	return &testNS{name: name, h: h}
+}
+
+func ip(tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// kernelRoutes returns "dst via gw proto P" lines for the whole main table.
+func (n *testNS) show(tb testing.TB, args ...string) string {
+	tb.Helper()
+	return ip(tb, append([]string{"-n", n.name, "route", "show"}, args...)...)
+}
+
+func (n *testNS) ours(tb testing.TB) map[string]string {
+	tb.Helper()
+	out := map[string]string{}
+	rs, err := n.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: DefaultProtocol},
+		netlink.RT_FILTER_PROTOCOL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range rs {
+		out[r.Dst.String()] = r.Gw.String()
+	}
+	return out
+}
+
+func quietLog() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newManager(tb testing.TB, n *testNS, reg prometheus.Registerer) *Manager {
+	tb.Helper()
+	m, err := New(Config{}, n.h, quietLog(), reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func addr(s string) netip.Addr  { return netip.MustParseAddr(s) }
+
+func TestSetAndDelete(t *testing.T) {
+	n := newTestNS(t)
+	reg := prometheus.NewRegistry()
+	m := newManager(t, n, reg)
+	gw := addr("198.19.96.2")
+	m.Set(pfx("198.18.64.0/26"), gw)
+	m.Set(pfx("198.18.64.64/26"), gw)
+	m.Set(pfx("198.18.64.130/32"), gw)
+
+	got := n.ours(t)
+	want := map[string]string{"198.18.64.0/26": "198.19.96.2", "198.18.64.64/26": "198.19.96.2", "198.18.64.130/32": "198.19.96.2"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("routes with protocol 201 = %v, want %v", got, want)
+	}
+	if !strings.Contains(n.show(t, "proto", "201"), "198.18.64.0/26 via 198.19.96.2 dev rt0") {
+		t.Fatalf("ip route show proto 201:\n%s", n.show(t, "proto", "201"))
+	}
+	if v := testutil.ToFloat64(m.m.installed); v != 3 {
+		t.Fatalf("perimeter_routes_installed = %v, want 3", v)
+	}
+
+	// A next-hop change replaces the route in place.
+	ip(t, "-n", n.name, "addr", "add", "198.19.97.1/24", "dev", "rt0")
+	m.Set(pfx("198.18.64.0/26"), addr("198.19.97.2"))
+	if got := n.ours(t)["198.18.64.0/26"]; got != "198.19.97.2" {
+		t.Fatalf("after next-hop change gateway = %s, want 198.19.97.2", got)
+	}
+
+	m.Delete(pfx("198.18.64.64/26"))
+	if _, ok := n.ours(t)["198.18.64.64/26"]; ok {
+		t.Fatalf("withdrawn route still present:\n%s", n.show(t))
+	}
+	if v := testutil.ToFloat64(m.m.installed); v != 2 {
+		t.Fatalf("perimeter_routes_installed = %v, want 2", v)
+	}
+}
+
+func TestForeignRoutesAreNeverTouched(t *testing.T) {
+	n := newTestNS(t)
+	// The administrator's routes: one to a destination BGP will also
+	// announce, one elsewhere, one from another daemon's protocol.
+	ip(t, "-n", n.name, "route", "add", "198.18.65.0/26", "via", "198.19.96.3", "proto", "static")
+	ip(t, "-n", n.name, "route", "add", "198.18.66.0/26", "via", "198.19.96.3", "proto", "static")
+	ip(t, "-n", n.name, "route", "add", "198.18.67.0/26", "via", "198.19.96.3", "proto", "12")
+	before := n.show(t, "proto", "static") + n.show(t, "proto", "12")
+
+	m := newManager(t, n, nil)
+	if _, err := m.Adopt(); err != nil {
+		t.Fatal(err)
+	}
+	m.Set(pfx("198.18.65.0/26"), addr("198.19.96.2"))
+	m.Set(pfx("198.18.64.0/26"), addr("198.19.96.2"))
+	st := statusOf(m, "198.18.65.0/26")
+	if st.State != StateConflict {
+		t.Fatalf("route to a destination held by a static route: state %q, want conflict", st.State)
+	}
+	if err := m.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	m.Delete(pfx("198.18.65.0/26"))
+	m.Sweep()
+	if _, err := m.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	after := n.show(t, "proto", "static") + n.show(t, "proto", "12")
+	if before != after {
+		t.Fatalf("foreign routes changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if len(n.ours(t)) != 0 {
+		t.Fatalf("flush left routes: %v", n.ours(t))
+	}
+}
+
+func TestNextHopResolution(t *testing.T) {
+	n := newTestNS(t)
+	// 203.0.113.0/24 sits behind the router 198.19.96.2.
+	ip(t, "-n", n.name, "route", "add", "203.0.113.0/24", "via", "198.19.96.2")
+	ip(t, "-n", n.name, "route", "add", "unreachable", "198.51.100.0/24")
+	m := newManager(t, n, nil)
+
+	m.Set(pfx("198.18.64.0/26"), addr("203.0.113.5"))
+	if got := n.ours(t)["198.18.64.0/26"]; got != "198.19.96.2" {
+		t.Fatalf("not-on-link next hop: kernel gateway %q, want 198.19.96.2 (resolved)\n%s", got, n.show(t))
+	}
+	if st := statusOf(m, "198.18.64.0/26"); st.State != StateInstalled || st.Gateway != addr("198.19.96.2") || st.NextHop != addr("203.0.113.5") {
+		t.Fatalf("status %+v", st)
+	}
+
+	for _, tc := range []struct{ dst, nh, why string }{
+		{"198.18.64.64/26", "198.51.100.9", "unreachable route"},
+		{"198.18.64.128/26", "203.0.114.9", "no route at all"},
+		{"198.18.64.192/26", "198.18.64.5", "only through our own route"},
+		{"198.18.65.0/26", "198.19.96.1", "own address"},
+	} {
+		m.Set(pfx(tc.dst), addr(tc.nh))
+		if st := statusOf(m, tc.dst); st.State != StateRefused || st.Error == "" {
+			t.Errorf("%s via %s (%s): status %+v, want refused", tc.dst, tc.nh, tc.why, st)
+		}
+		if _, ok := n.ours(t)[tc.dst]; ok {
+			t.Errorf("%s via %s (%s) installed", tc.dst, tc.nh, tc.why)
+		}
+	}
+
+	// The router goes away: the resolved route must not outlive it.
+	ip(t, "-n", n.name, "route", "del", "203.0.113.0/24")
+	if err := m.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if st := statusOf(m, "198.18.64.0/26"); st.State != StateRefused {
+		t.Fatalf("after the route to the next hop vanished: %+v", st)
+	}
+	if _, ok := n.ours(t)["198.18.64.0/26"]; ok {
+		t.Fatalf("route through a vanished gateway kept:\n%s", n.show(t))
+	}
+}
+
+func TestAdoptKeepsRoutesUntilSweep(t *testing.T) {
+	n := newTestNS(t)
+	ip(t, "-n", n.name, "route", "add", "198.18.64.0/26", "via", "198.19.96.2", "proto", "201")
+	ip(t, "-n", n.name, "route", "add", "198.18.64.64/26", "via", "198.19.96.2", "proto", "201")
+
+	m := newManager(t, n, nil)
+	stale, err := m.Adopt()
+	if err != nil || stale != 2 {
+		t.Fatalf("Adopt = %d, %v; want 2 stale", stale, err)
+	}
+	// A periodic pass before the sweep keeps stale routes.
+	if err := m.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if len(n.ours(t)) != 2 {
+		t.Fatalf("stale routes removed before the sweep: %v", n.ours(t))
+	}
+	m.Set(pfx("198.18.64.0/26"), addr("198.19.96.2"))
+	if st := statusOf(m, "198.18.64.64/26"); st.State != StateStale {
+		t.Fatalf("not re-announced route: %+v, want stale", st)
+	}
+	if got := m.Sweep(); got != 1 {
+		t.Fatalf("Sweep deleted %d, want 1", got)
+	}
+	want := map[string]string{"198.18.64.0/26": "198.19.96.2"}
+	if got := n.ours(t); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after sweep %v, want %v", got, want)
+	}
+}
+
+func TestReconcileRepairs(t *testing.T) {
+	n := newTestNS(t)
+	m := newManager(t, n, nil)
+	m.Set(pfx("198.18.64.0/26"), addr("198.19.96.2"))
+	// Someone deletes our route, and an old one of ours lingers.
+	ip(t, "-n", n.name, "route", "del", "198.18.64.0/26", "proto", "201")
+	ip(t, "-n", n.name, "route", "add", "198.18.70.0/26", "via", "198.19.96.2", "proto", "201")
+	if err := m.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"198.18.64.0/26": "198.19.96.2"}
+	if got := n.ours(t); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after reconcile %v, want %v", got, want)
+	}
+}
+
+func TestRunRetriesFailedWrites(t *testing.T) {
+	n := newTestNS(t)
+	m, err := New(Config{ResyncInterval: time.Hour}, n.h, quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip(t, "-n", n.name, "link", "set", "rt0", "down")
+	// Down link: the kernel has no route to the next hop, so it is refused;
+	// the loop must pick it up again once the link is back. The loop's
+	// periodic pass is an hour away: only the retry with backoff can do it.
+	m.Set(pfx("198.18.64.0/26"), addr("198.19.96.2"))
+	if st := statusOf(m, "198.18.64.0/26"); st.State == StateInstalled {
+		t.Fatalf("installed through a down link: %+v", st)
+	}
+	ip(t, "-n", n.name, "link", "set", "rt0", "up")
+	ctx := t.Context()
+	go func() { _ = m.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for statusOf(m, "198.18.64.0/26").State != StateInstalled {
+		if time.Now().After(deadline) {
+			t.Fatalf("route never installed after the link came back: %+v", statusOf(m, "198.18.64.0/26"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestOtherTable(t *testing.T) {
+	n := newTestNS(t)
+	m, err := New(Config{Table: 4242}, n.h, quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Set(pfx("198.18.64.0/26"), addr("198.19.96.2"))
+	if out := n.show(t, "table", "4242"); !strings.Contains(out, "198.18.64.0/26 via 198.19.96.2 dev rt0 proto 201") {
+		t.Fatalf("table 4242:\n%s", out)
+	}
+	if len(n.ours(t)) != 0 {
+		t.Fatalf("route leaked into main: %v", n.ours(t))
+	}
+	if c, err := Flush(n.h, 4242, DefaultProtocol); err != nil || c != 1 {
+		t.Fatalf("Flush = %d, %v", c, err)
+	}
+	if out := n.show(t, "table", "4242"); strings.TrimSpace(out) != "" {
+		t.Fatalf("table 4242 after flush:\n%s", out)
+	}
+}
+
+func TestConfigChecks(t *testing.T) {
+	for _, p := range []int{1, 2, 4, 256} {
+		if _, err := New(Config{Protocol: p}, &netlink.Handle{}, nil, nil); err == nil {
+			t.Errorf("protocol %d accepted", p)
+		}
+	}
+	if _, err := Flush(&netlink.Handle{}, 0, 4); err == nil {
+		t.Error("Flush of static routes accepted")
+	}
+}
+
+func statusOf(m *Manager, dst string) Status {
+	for _, s := range m.Routes() {
+		if s.Dst == pfx(dst) {
+			return s
+		}
+	}
+	return Status{}
+}
