@@ -272,7 +272,8 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	l.m.Generation.Inc()
 	l.m.RuntimeOps.Add(float64(res.RuntimeOps))
 	if res.Reloaded {
-		l.m.Reloads.WithLabelValues(res.Reason, "ok").Inc()
+		l.m.Reloads.WithLabelValues("structural", "ok").Inc()
+		l.log.Info("haproxy reloaded", "why", res.Reason)
 	}
 	return res, nil
 }

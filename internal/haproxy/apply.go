@@ -33,7 +33,7 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 
 	target, problems := desiredState(want)
 	for _, p := range problems {
-		d.log.Warn("desired value dropped", "object", refString(p.Object), "message", p.Message)
+		d.log.Debug("desired value dropped", "object", refString(p.Object), "message", p.Message)
 	}
 	res := Result{Quarantined: problems}
 	cur := d.cur
@@ -70,7 +70,9 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 		} else {
 			d.log.Info("no runtime change", "reason", why, "retry_after", res.RetryAfter)
 		}
-		d.serving.Store(d.running.Load() && d.fromApply)
+		// The files (and a running HAProxy) already hold what Apply wants.
+		d.fromApply = true
+		d.serving.Store(d.running.Load() && !d.dirty)
 		return res, nil
 	}
 	summary := fmt.Sprintf("%d server and %d map commands", len(srvCmds), len(mapCmds))
@@ -168,7 +170,7 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 			continue
 		}
 		tb.spec = fallbackSpec(cur, tb.spec)
-		out = append(out, quarantineProblem(r.spec, r.reason))
+		out = append(out, quarantineProblem(cur, r.spec, r.reason))
 	}
 	slices.SortFunc(out, func(a, b model.Problem) int { return strings.Compare(a.Message, b.Message) })
 	return out
@@ -183,11 +185,15 @@ func fallbackSpec(cur *state, spec backendSpec) backendSpec {
 	return backendSpec{Name: spec.Name, Namespace: spec.Namespace, Service: spec.Service}
 }
 
-func quarantineProblem(spec backendSpec, reason string) model.Problem {
+func quarantineProblem(cur *state, spec backendSpec, reason string) model.Problem {
+	kept := "its last good version is kept"
+	if cur.backends[spec.Name] == nil {
+		kept = "it has no servers until fixed"
+	}
 	return model.Problem{
 		Object:  model.ObjectRef{Kind: "Service", Namespace: spec.Namespace, Name: spec.Service},
 		Reason:  "ConfigRejected",
-		Message: fmt.Sprintf("haproxy rejected backend %s: %s; its last good version is kept", spec.Name, reason),
+		Message: fmt.Sprintf("haproxy rejected backend %s: %s; %s", spec.Name, strings.TrimRight(reason, ". "), kept),
 	}
 }
 
@@ -216,7 +222,7 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 					continue // already the last good version: not its fault
 				}
 				d.rejected[name] = rejection{spec: tb.spec, reason: reason}
-				problems = append(problems, quarantineProblem(tb.spec, reason))
+				problems = append(problems, quarantineProblem(cur, tb.spec, reason))
 				d.log.Warn("backend quarantined", "backend", name, "service", tb.spec.Namespace+"/"+tb.spec.Service, "reason", reason)
 				tb.spec = fb
 				var prev []slot
@@ -258,7 +264,7 @@ func (d *Driver) writeFiles(cur, next *state, cfg string, slotsChanged bool) err
 	if cfg != "" || slotsChanged || d.cur == nil {
 		if cfg == "" {
 			var err error
-			if cfg, err = d.rend.config(next); err != nil {
+			if cfg, err = d.rend.config(next, d.cache); err != nil {
 				return err
 			}
 		}
@@ -309,9 +315,16 @@ func serverCommands(cur, next *state) []string {
 // mapCommands diffs the maps entry by entry; maps with too many changes are
 // named in bulk, to be replaced atomically.
 func (d *Driver) mapCommands(cur, next *state) (cmds, bulk []string) {
+	if len(d.rend.httpBinds) == 0 {
+		// No frontend loads the maps: the files are all there is.
+		return nil, nil
+	}
 	for _, name := range mapNames {
 		path := d.rend.mapPath(name)
 		old, nw := cur.maps[name], next.maps[name]
+		if maps.Equal(old, nw) {
+			continue
+		}
 		var c []string
 		for _, k := range slices.Sorted(maps.Keys(old)) {
 			if _, ok := nw[k]; !ok {
@@ -398,6 +411,11 @@ func (d *Driver) reload(ctx context.Context) error {
 			}
 			return fmt.Errorf("reload not confirmed: %w", ctx.Err())
 		case <-tick.C:
+		}
+		if !d.running.Load() {
+			// The master died: Run restarts it from the files, which
+			// already hold the new configuration.
+			return errors.New("reload not confirmed: haproxy stopped")
 		}
 		// The master re-executes itself: its socket may refuse for a while.
 		now, err := d.master.ShowProc(ctx)

@@ -105,6 +105,7 @@ type Driver struct {
 	version Version
 	paths   paths
 	rend    renderer
+	cache   *renderCache // used under mu
 
 	// Edges, replaced by fakes in unit tests.
 	rt      runtimeAPI
@@ -144,28 +145,8 @@ type paths struct {
 // New checks the options and probes the HAProxy binary. A missing or too old
 // binary is a fatal error.
 func New(o Options) (*Driver, error) {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.HTTPBindPort == 0 {
-		o.HTTPBindPort = 80
-	}
-	if o.IPv4BindAddress == "" {
-		o.IPv4BindAddress = "0.0.0.0"
-	}
-	if o.IPv6BindAddress == "" {
-		o.IPv6BindAddress = "::"
-	}
-	if o.StatsBindAddress == "" {
-		o.StatsBindAddress = "127.0.0.1"
-	}
-	if o.StopTimeout <= 0 {
-		o.StopTimeout = 10 * time.Second
-	}
-	if o.ReloadTimeout <= 0 {
-		o.ReloadTimeout = 30 * time.Second
-	}
-	if err := checkOptions(&o); err != nil {
+	o, err := checkedOptions(o)
+	if err != nil {
 		return nil, err
 	}
 	prog, err := findProgram(o.Program)
@@ -188,19 +169,14 @@ func New(o Options) (*Driver, error) {
 	if err := os.MkdirAll(o.RuntimeDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create runtime directory: %w", err)
 	}
-	p := paths{
-		config:     filepath.Join(o.ConfigDir, "haproxy.cfg"),
-		mapsDir:    filepath.Join(o.ConfigDir, "maps"),
-		masterSock: filepath.Join(o.RuntimeDir, "master.sock"),
-		adminSock:  filepath.Join(o.RuntimeDir, "admin.sock"),
-		pidFile:    filepath.Join(o.RuntimeDir, "haproxy.pid"),
-	}
+	p := pathsFor(o)
 	d := &Driver{
 		opts:     o,
-		log:      o.Logger.With("component", "haproxy"),
+		log:      o.Logger,
 		version:  v,
 		paths:    p,
 		rend:     newRenderer(o, p, v),
+		cache:    &renderCache{},
 		rt:       &socketRuntime{path: p.adminSock},
 		master:   &masterSocket{path: p.masterSock},
 		checker:  &programChecker{program: prog},
@@ -209,6 +185,45 @@ func New(o Options) (*Driver, error) {
 	}
 	d.log.Info("haproxy found", "program", prog, "version", v.Raw, "promex", v.Features["PROMEX"])
 	return d, nil
+}
+
+func pathsFor(o Options) paths {
+	return paths{
+		config:     filepath.Join(o.ConfigDir, "haproxy.cfg"),
+		mapsDir:    filepath.Join(o.ConfigDir, "maps"),
+		masterSock: filepath.Join(o.RuntimeDir, "master.sock"),
+		adminSock:  filepath.Join(o.RuntimeDir, "admin.sock"),
+		pidFile:    filepath.Join(o.RuntimeDir, "haproxy.pid"),
+	}
+}
+
+// checkedOptions fills in the defaults and checks the options.
+func checkedOptions(o Options) (Options, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.HTTPBindPort == 0 {
+		o.HTTPBindPort = 80
+	}
+	if o.IPv4BindAddress == "" {
+		o.IPv4BindAddress = "0.0.0.0"
+	}
+	if o.IPv6BindAddress == "" {
+		o.IPv6BindAddress = "::"
+	}
+	if o.StatsBindAddress == "" {
+		o.StatsBindAddress = "127.0.0.1"
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 10 * time.Second
+	}
+	if o.ReloadTimeout <= 0 {
+		o.ReloadTimeout = 30 * time.Second
+	}
+	if err := checkOptions(&o); err != nil {
+		return o, err
+	}
+	return o, nil
 }
 
 func checkOptions(o *Options) error {

@@ -159,13 +159,7 @@ func newUnitDriver(t *testing.T, o Options) *unitDriver {
 	if err := os.MkdirAll(filepath.Join(o.ConfigDir, "maps"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := paths{
-		config:     filepath.Join(o.ConfigDir, "haproxy.cfg"),
-		mapsDir:    filepath.Join(o.ConfigDir, "maps"),
-		masterSock: filepath.Join(o.RuntimeDir, "master.sock"),
-		adminSock:  filepath.Join(o.RuntimeDir, "admin.sock"),
-		pidFile:    filepath.Join(o.RuntimeDir, "haproxy.pid"),
-	}
+	p := pathsFor(o)
 	u := &unitDriver{master: &fakeMaster{worker: 100}, checker: &fakeChecker{}, clock: &fakeClock{t: time.Unix(1_000_000, 0)}}
 	u.rt = &fakeRuntime{master: u.master}
 	u.Driver = &Driver{
@@ -173,6 +167,7 @@ func newUnitDriver(t *testing.T, o Options) *unitDriver {
 		log:      testLogger(t),
 		paths:    p,
 		rend:     newRenderer(o, p, Version{Major: 2, Minor: 6, Features: map[string]bool{"PROMEX": true}}),
+		cache:    &renderCache{},
 		rt:       u.rt,
 		master:   u.master,
 		checker:  u.checker,

@@ -260,6 +260,26 @@ func TestIntegrationRouting(t *testing.T) {
 		t.Errorf("built-in default: %d %v", code, err)
 	}
 
+	// Many map changes at once go out as an atomic map replacement.
+	r0 := reloads(t, h.d)
+	for i := range 2 * bulkMapOps {
+		want.Maps[model.MapPrefix][fmt.Sprintf("bulk%d.test/", i)] = "ns_b_80"
+	}
+	delete(want.Maps[model.MapPrefix], "a.test/")
+	res = applyOK(t, h.d, want)
+	if res.Reloaded || !strings.Contains(res.Reason, "replace maps") {
+		t.Fatalf("bulk map change: %+v", res)
+	}
+	for _, tc := range []struct{ host, want string }{{"bulk7.test", "B"}, {"bulk199.test", "B"}, {"a.test", ""}, {"b.test", ""}} {
+		code, body, err := get(h.http4, tc.host, "/p")
+		if tc.want == "" && (err != nil || code != 404) || tc.want != "" && body != tc.want {
+			t.Errorf("after bulk change, Host %s: %d %q %v", tc.host, code, body, err)
+		}
+	}
+	if r := reloads(t, h.d); r != r0 {
+		t.Errorf("map replacement reloaded (%d -> %d)", r0, r)
+	}
+
 	// Stats, metrics and healthz.
 	if code, _, err := get(h.stats, "", "/stats"); err != nil || code != 200 {
 		t.Errorf("/stats: %d %v", code, err)
@@ -481,7 +501,9 @@ func TestIntegrationRestartAfterKill(t *testing.T) {
 }
 
 func TestIntegrationStopLeavesNoProcess(t *testing.T) {
-	h := startHAProxy(t, testLogger(t), nil)
+	// The open connection below keeps an old worker busy: the soft stop
+	// times out and the hard stop path runs too.
+	h := startHAProxy(t, testLogger(t), func(o *Options) { o.StopTimeout = time.Second })
 	a, b := upstream(t, "A"), upstream(t, "B")
 	applyOK(t, h.d, routes([]*model.Backend{backendOf("ns_a_80", 2, a)}, map[string]string{}, map[string]string{"a.test/": "ns_a_80"}))
 	// A reload while a connection is open leaves an old worker behind.
@@ -570,56 +592,65 @@ func alive(pid int) bool {
 }
 
 // BenchmarkApplyEndpoints measures an endpoint change through the Runtime
-// API (and the files written with it) on a config with 100 backends.
+// API, with the files written after it, for configs of several sizes.
 func BenchmarkApplyEndpoints(b *testing.B) {
-	h := startHAProxy(b, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	want := benchDesired(100)
-	applyOK(b, h.d, want)
-	be := want.Backends[0]
-	base := slices.Clone(be.Endpoints)
-	r0 := reloads(b, h.d)
-	ops := 0
-	b.ResetTimer()
-	for i := range b.N {
-		// Swap one endpoint for another: two servers change.
-		be.Endpoints = slices.Clone(base)
-		be.Endpoints[i%2] = model.Endpoint{Address: "127.0.0.1", Port: 20000 + i%1000}
-		res := applyOK(b, h.d, want)
-		ops += res.RuntimeOps
+	for _, n := range []int{100, 5000} {
+		b.Run(fmt.Sprintf("backends=%d", n), func(b *testing.B) {
+			h := startHAProxy(b, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+			want := benchDesired(n)
+			applyOK(b, h.d, want)
+			be := want.Backends[0]
+			base := slices.Clone(be.Endpoints)
+			r0 := reloads(b, h.d)
+			ops := 0
+			b.ResetTimer()
+			for i := range b.N {
+				// Swap one endpoint for another: two servers change.
+				be.Endpoints = slices.Clone(base)
+				be.Endpoints[i%2] = model.Endpoint{Address: "127.0.0.1", Port: 20000 + i%1000}
+				res := applyOK(b, h.d, want)
+				ops += res.RuntimeOps
+			}
+			b.StopTimer()
+			if r := reloads(b, h.d); r != r0 {
+				b.Fatalf("endpoint changes reloaded (%d -> %d)", r0, r)
+			}
+			b.ReportMetric(float64(ops)/float64(b.N), "cmds/apply")
+			b.Logf("%d backends, %d endpoint applies: %s per apply, %.1f runtime commands each",
+				n, b.N, b.Elapsed()/time.Duration(b.N), float64(ops)/float64(b.N))
+		})
 	}
-	b.StopTimer()
-	if r := reloads(b, h.d); r != r0 {
-		b.Fatalf("endpoint changes reloaded (%d -> %d)", r0, r)
-	}
-	b.ReportMetric(float64(ops)/float64(b.N), "ops/apply")
-	b.Logf("%d endpoint applies: %s per apply, %.1f runtime commands each", b.N, b.Elapsed()/time.Duration(b.N), float64(ops)/float64(b.N))
 }
 
-// BenchmarkApplyReload measures a structural change: check, write, reload
-// and wait for the new worker, on a config with 100 backends.
+// BenchmarkApplyReload measures a structural change: haproxy -c, write,
+// reload, and wait until the new worker answers.
 func BenchmarkApplyReload(b *testing.B) {
-	h := startHAProxy(b, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	want := benchDesired(100)
-	applyOK(b, h.d, want)
-	extra := backendOf("ns_extra_80", 2, model.Endpoint{Address: "127.0.0.1", Port: 19999})
-	all := append(slices.Clone(want.Backends), extra)
-	r0 := reloads(b, h.d)
-	b.ResetTimer()
-	for i := range b.N {
-		if i%2 == 0 {
-			want.Backends = append(want.Backends[:0:0], all...)
-		} else {
-			want.Backends = all[:len(all)-1]
-		}
-		if res := applyOK(b, h.d, want); !res.Reloaded {
-			b.Fatalf("no reload: %+v", res)
-		}
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("backends=%d", n), func(b *testing.B) {
+			h := startHAProxy(b, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+			want := benchDesired(n)
+			applyOK(b, h.d, want)
+			extra := backendOf("ns_extra_80", 2, model.Endpoint{Address: "127.0.0.1", Port: 19999})
+			all := append(slices.Clone(want.Backends), extra)
+			r0 := reloads(b, h.d)
+			b.ResetTimer()
+			for i := range b.N {
+				if i%2 == 0 {
+					want.Backends = all
+				} else {
+					want.Backends = all[:len(all)-1]
+				}
+				if res := applyOK(b, h.d, want); !res.Reloaded {
+					b.Fatalf("no reload: %+v", res)
+				}
+			}
+			b.StopTimer()
+			if r := reloads(b, h.d); r != r0+b.N {
+				b.Fatalf("reloads %d -> %d, want +%d", r0, r, b.N)
+			}
+			b.Logf("%d backends, %d reloads: %s per reload", n, b.N, b.Elapsed()/time.Duration(b.N))
+		})
 	}
-	b.StopTimer()
-	if r := reloads(b, h.d); r != r0+b.N {
-		b.Fatalf("reloads %d -> %d, want +%d", r0, r, b.N)
-	}
-	b.Logf("%d reloads: %s per reload (haproxy -c, write, reload, new worker answering)", b.N, b.Elapsed()/time.Duration(b.N))
 }
 
 func benchDesired(n int) *model.Desired {

@@ -88,7 +88,7 @@ func (d *Driver) writeInitial() error {
 		return nil
 	}
 	st := emptyState()
-	cfg, err := d.rend.config(st)
+	cfg, err := d.rend.config(st, d.cache)
 	if err != nil {
 		return err
 	}
@@ -119,6 +119,10 @@ func (d *Driver) start() (*process, error) {
 		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
+	// The pid file is ours, not HAProxy's (-p or "pidfile" would write the
+	// same master pid, only later): the next run of the daemon reads it to
+	// stop a master we left behind, and checks the pid's command line first
+	// since pids are reused.
 	if err := writeFileAtomic(d.paths.pidFile, []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
 		d.log.Warn("write pid file", "error", err)
 	}

@@ -1,7 +1,16 @@
 package haproxy
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -106,5 +115,57 @@ func TestParseVersion(t *testing.T) {
 	}
 	if _, err := parseVersion("command not found"); err == nil {
 		t.Fatal("want an error")
+	}
+}
+
+// A stand-in for HAProxy's stats socket: one line of ";"-separated
+// commands per connection, each answered and ended by an empty line.
+func TestSocketRuntimeExecute(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "admin.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var lines atomic.Int32
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(conn).ReadString('\n')
+			lines.Add(1)
+			var out strings.Builder
+			for _, cmd := range strings.Split(strings.TrimSpace(line), ";") {
+				switch {
+				case strings.Contains(cmd, "SRV_MISSING"):
+					out.WriteString("No such server.\n\n")
+				case strings.Contains(cmd, " addr "):
+					out.WriteString("IP changed from '127.0.0.1' to '198.18.0.1' by 'stats socket command'\n\n")
+				default:
+					out.WriteString("\n")
+				}
+			}
+			io.WriteString(conn, out.String())
+			conn.Close()
+		}
+	}()
+	rt := &socketRuntime{path: path}
+	var cmds []string
+	for i := range 500 {
+		cmds = append(cmds, fmt.Sprintf("set server be_with_a_long_name/SRV_%d addr 198.18.0.1 port 8080", i), fmt.Sprintf("set server be/SRV_%d state ready", i))
+	}
+	out, err := rt.Execute(context.Background(), cmds)
+	if err != nil || len(out) != len(cmds) {
+		t.Fatalf("Execute: %d responses, %v", len(out), err)
+	}
+	if lines.Load() < 2 {
+		t.Errorf("%d KiB of commands went out in %d line(s): want chunks", len(strings.Join(cmds, ";"))>>10, lines.Load())
+	}
+	_, err = rt.Execute(context.Background(), []string{"set server be/SRV_1 state ready", "set server be/SRV_MISSING state ready", "set server be/SRV_2 state ready"})
+	var re *runtimeError
+	if !errors.As(err, &re) || re.Command != "set server be/SRV_MISSING state ready" {
+		t.Fatalf("want the refused command named, got %v", err)
 	}
 }

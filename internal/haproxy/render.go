@@ -68,7 +68,40 @@ func newRenderer(o Options, p paths, v Version) renderer {
 func (r renderer) mapPath(name string) string { return filepath.Join(r.mapsDir, name+".map") }
 
 // config renders haproxy.cfg for st with client-native's config-parser.
-func (r renderer) config(st *state) (string, error) {
+// Backend sections are rendered one by one (through cache when not nil) and
+// appended in the order config-parser itself uses: creating a section costs
+// config-parser some 30 µs, too much to redo for thousands of backends on
+// every endpoint change.
+func (r renderer) config(st *state, cache *renderCache) (string, error) {
+	if cache == nil {
+		cache = &renderCache{}
+	}
+	head, err := cache.head(r, st)
+	if err != nil {
+		return "", err
+	}
+	names := append(slices.Collect(maps.Keys(st.backends)), builtin404)
+	slices.Sort(names)
+	texts := make([]string, len(names))
+	size := len(head)
+	for i, name := range names {
+		if texts[i], err = cache.backend(r, name, st.backends[name]); err != nil {
+			return "", err
+		}
+		size += len(texts[i])
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteString(head)
+	for _, t := range texts {
+		b.WriteString(t)
+	}
+	cache.prune(st)
+	return b.String(), nil
+}
+
+// renderHead renders global, defaults and the frontends.
+func (r renderer) renderHead(st *state) (string, error) {
 	p, err := parser.New()
 	if err != nil {
 		return "", fmt.Errorf("config parser: %w", err)
@@ -87,18 +120,104 @@ func (r renderer) config(st *state) (string, error) {
 		w.set(parser.Frontends, "healthz", "bind", []types.Bind{{Path: r.healthz}})
 		w.set(parser.Frontends, "healthz", "monitor-uri", &types.MonitorURI{URI: "/healthz"})
 	}
-	for _, name := range slices.Sorted(maps.Keys(st.backends)) {
-		r.backend(w, st.backends[name])
-	}
-	w.section(parser.Backends, builtin404)
-	status := int64(404)
-	w.set(parser.Backends, builtin404, "http-request", []types.Action{
-		&httpactions.Return{Status: &status, ContentFormat: "default-errorfiles"},
-	})
 	if w.err != nil {
 		return "", w.err
 	}
 	return strings.TrimPrefix(p.String(), "\n"), nil
+}
+
+// renderCache keeps the rendered text of the sections before the backends
+// and of each backend section.
+type renderCache struct {
+	headKey  headKey
+	headText string
+	scratch  parser.Parser
+	entries  map[string]cachedBackend
+}
+
+// headKey is what the head depends on besides the Options.
+type headKey struct {
+	global         model.Global
+	defaultBackend string
+}
+
+func (c *renderCache) head(r renderer, st *state) (string, error) {
+	k := headKey{st.global, st.defaultBackend}
+	if c.headText != "" && c.headKey == k {
+		return c.headText, nil
+	}
+	text, err := r.renderHead(st)
+	if err != nil {
+		return "", err
+	}
+	c.headKey, c.headText = k, text
+	return text, nil
+}
+
+type cachedBackend struct {
+	spec  backendSpec
+	slots []slot
+	text  string
+}
+
+// render returns the section of backend name (b nil: the built-in 404).
+func (c *renderCache) backend(r renderer, name string, b *backend) (string, error) {
+	var spec backendSpec
+	var slots []slot
+	if b != nil {
+		spec, slots = b.spec, b.slots
+	}
+	if e, ok := c.entries[name]; ok && e.spec == spec && slices.Equal(e.slots, slots) {
+		return e.text, nil
+	}
+	if c.scratch == nil {
+		p, err := parser.New()
+		if err != nil {
+			return "", fmt.Errorf("config parser: %w", err)
+		}
+		if err := p.SectionsCreate(parser.Defaults, defaultsName); err != nil {
+			return "", fmt.Errorf("config parser: %w", err)
+		}
+		c.scratch = p
+	}
+	w := &cfgWriter{p: c.scratch}
+	if b == nil {
+		w.section(parser.Backends, builtin404)
+		status := int64(404)
+		w.set(parser.Backends, builtin404, "http-request", []types.Action{
+			&httpactions.Return{Status: &status, ContentFormat: "default-errorfiles"},
+		})
+	} else {
+		r.backend(w, b)
+	}
+	out := c.scratch.String()
+	if err := c.scratch.SectionsDelete(parser.Backends, name); err != nil && w.err == nil {
+		w.err = fmt.Errorf("render backend %s: %w", name, err)
+	}
+	if w.err != nil {
+		// Start afresh: the scratch parser may hold half a section.
+		c.scratch = nil
+		return "", w.err
+	}
+	i := strings.Index(out, "\nbackend ")
+	if i < 0 {
+		return "", fmt.Errorf("render backend %s: section missing from config-parser output", name)
+	}
+	text := out[i:]
+	if c.entries == nil {
+		c.entries = map[string]cachedBackend{}
+	}
+	c.entries[name] = cachedBackend{spec: spec, slots: slices.Clone(slots), text: text}
+	return text, nil
+}
+
+// prune forgets backends st does not have.
+func (c *renderCache) prune(st *state) {
+	for name := range c.entries {
+		if _, ok := st.backends[name]; !ok && name != builtin404 {
+			delete(c.entries, name)
+		}
+	}
 }
 
 func (r renderer) global(w *cfgWriter, g model.Global) {
@@ -236,10 +355,10 @@ func serverLine(i int, s slot) types.Server {
 		srv.Address = "127.0.0.1:1"
 		srv.Params = []params.ServerOption{&params.ServerOptionWord{Name: "disabled"}}
 	case s.Draining:
-		srv.Address = s.key()
+		srv.Address = s.hostPort()
 		srv.Params = []params.ServerOption{&params.ServerOptionWord{Name: "disabled"}}
 	default:
-		srv.Address = s.key()
+		srv.Address = s.hostPort()
 	}
 	return srv
 }
@@ -330,4 +449,34 @@ func sectionAt(cfg string, line int) (kind, name string) {
 		}
 	}
 	return kind, name
+}
+
+// Render returns the files Apply would write for want, by path relative to
+// ConfigDir ("haproxy.cfg", "maps/<name>.map"), without starting or
+// touching HAProxy. It probes the program for its features when it can and
+// assumes a 2.6 build with the Prometheus exporter otherwise.
+func Render(o Options, want *model.Desired) (map[string][]byte, error) {
+	o, err := checkedOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	v := Version{Major: 2, Minor: 6, Raw: "2.6", Features: map[string]bool{"PROMEX": true}}
+	if prog, err := findProgram(o.Program); err == nil {
+		if pv, err := probe(prog); err == nil {
+			v = pv
+		}
+	}
+	p := pathsFor(o)
+	r := newRenderer(o, p, v)
+	st, _ := desiredState(want)
+	withSlots(emptyState(), st)
+	cfg, err := r.config(st, nil)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{"haproxy.cfg": []byte(cfg)}
+	for _, name := range mapNames {
+		files["maps/"+name+".map"] = mapFile(st.maps[name])
+	}
+	return files, nil
 }

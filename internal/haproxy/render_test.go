@@ -3,9 +3,11 @@ package haproxy
 import (
 	"context"
 	"flag"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +106,7 @@ func TestRenderGolden(t *testing.T) {
 				t.Fatalf("problems: %v", problems)
 			}
 			withSlots(emptyState(), st)
-			cfg, err := r.config(st)
+			cfg, err := r.config(st, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,5 +193,54 @@ func TestSectionAt(t *testing.T) {
 		if got := kind + " " + name; got != want {
 			t.Errorf("line %d: got %q, want %q", line, got, want)
 		}
+	}
+}
+
+// The cache must give the same text as a fresh render through changes.
+func TestRenderCache(t *testing.T) {
+	r := goldenRenderer(Options{StatsBindPort: DefaultStatsBindPort})
+	cache := &renderCache{}
+	cur := emptyState()
+	want := fullDesired()
+	for i, change := range []func(){
+		func() {},
+		func() { want.Backends[0].Endpoints = want.Backends[0].Endpoints[1:] },
+		func() { want.Backends[1].ForwardedFor = true },
+		func() { want.Backends = want.Backends[:1]; want.Maps = nil; want.DefaultBackend = "" },
+		func() { want.Global.Maxconn = 10 },
+	} {
+		change()
+		st, _ := desiredState(want)
+		withSlots(cur, st)
+		got, err := r.config(st, cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := r.config(st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != fresh {
+			t.Fatalf("step %d: cached render differs:\n%s\n--- fresh\n%s", i, got, fresh)
+		}
+		cur = st
+	}
+	if len(cache.entries) != 2 { // ns backend + DEFAULT_404
+		t.Errorf("cache holds %d backends after pruning, want 2", len(cache.entries))
+	}
+}
+
+func TestRenderFiles(t *testing.T) {
+	dir := t.TempDir()
+	files, err := Render(Options{ConfigDir: filepath.Join(dir, "etc"), RuntimeDir: filepath.Join(dir, "run"), StatsBindPort: DefaultStatsBindPort}, fullDesired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 || !strings.Contains(string(files["haproxy.cfg"]), "backend shop_api_8080 from perimeter") ||
+		!strings.Contains(string(files["maps/path-prefix.map"]), "shop.example.com/api/ shop_api_8080\n") {
+		t.Fatalf("files: %v", slices.Collect(maps.Keys(files)))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "etc")); !os.IsNotExist(err) {
+		t.Errorf("Render must not create directories: %v", err)
 	}
 }

@@ -100,6 +100,11 @@ func unixRoundTrip(ctx context.Context, path, line string) (string, error) {
 	if _, err := io.WriteString(conn, line+"\n"); err != nil {
 		return "", fmt.Errorf("send to %s: %w", path, err)
 	}
+	// The master CLI waits for more commands until it sees the end of
+	// the input; the stats socket does not mind.
+	if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
+		return "", fmt.Errorf("send to %s: %w", path, err)
+	}
 	data, err := io.ReadAll(bufio.NewReader(conn))
 	if err != nil {
 		return string(data), fmt.Errorf("read from %s: %w", path, err)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,9 +51,18 @@ type slot struct {
 
 func (s slot) used() bool { return s.Addr != "" }
 
-func (s slot) key() string { return net.JoinHostPort(s.Addr, fmt.Sprint(s.Port)) }
+// hostPort is the address of a slot as haproxy.cfg writes it.
+func (s slot) hostPort() string { return net.JoinHostPort(s.Addr, strconv.Itoa(s.Port)) }
 
-func endpointKey(e model.Endpoint) string { return net.JoinHostPort(e.Address, fmt.Sprint(e.Port)) }
+// epKey identifies an endpoint (and the slot that holds it).
+type epKey struct {
+	addr string
+	port int
+}
+
+func (s slot) key() epKey { return epKey{s.Addr, s.Port} }
+
+func endpointKey(e model.Endpoint) epKey { return epKey{e.Address, e.Port} }
 
 // Names the renderer uses for its own sections. Model backend names are
 // lower-case, so upper-case names cannot collide with them.
@@ -171,7 +181,7 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 		if spec.CheckInterval < 0 || !spec.Check {
 			spec.CheckInterval = 0
 		}
-		seen := map[string]bool{}
+		seen := map[epKey]bool{}
 		var eps []model.Endpoint
 		for _, e := range b.Endpoints {
 			ip := net.ParseIP(e.Address)
@@ -235,11 +245,11 @@ func routeRef(want *model.Desired, key string) model.ObjectRef {
 // Endpoints that do not fit in n slots are left out (a reload grows n).
 func assignSlots(prev []slot, eps []model.Endpoint, n int) []slot {
 	out := make([]slot, n)
-	want := make(map[string]model.Endpoint, len(eps))
+	want := make(map[epKey]model.Endpoint, len(eps))
 	for _, e := range eps {
 		want[endpointKey(e)] = e
 	}
-	placed := map[string]bool{}
+	placed := make(map[epKey]bool, len(eps))
 	for i, s := range prev {
 		if i >= n || !s.used() {
 			continue
@@ -327,6 +337,11 @@ func withSlots(cur, target *state) {
 	for n, b := range target.backends {
 		var prev []slot
 		if cb, ok := cur.backends[n]; ok {
+			if cb.spec.Slots == b.spec.Slots && slices.Equal(cb.endpoints, b.endpoints) {
+				// The common case: nothing changed for this backend.
+				b.slots = cb.slots
+				continue
+			}
 			prev = cb.slots
 		}
 		b.slots = assignSlots(prev, b.endpoints, b.spec.Slots)

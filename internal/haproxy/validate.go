@@ -101,7 +101,7 @@ func blame(cfg, alert string) (kind, name, reason string) {
 
 // check renders st, writes it next to the live config and runs the checker.
 func (d *Driver) check(ctx context.Context, st *state) (cfg string, err error) {
-	cfg, err = d.rend.config(st)
+	cfg, err = d.rend.config(st, d.cache)
 	if err != nil {
 		return "", err
 	}

@@ -73,11 +73,11 @@ func releaseGuard() error {
 	return updateOwners(false)
 }
 
-// GuardPrefix is the range the leak guard makes unreachable.
-var GuardPrefix = podSpace
+// GuardRange is what the leak guard makes unreachable: pods, links and ClusterIPs.
+const GuardRange = "198.18.0.0/15"
 
 func guardRoute() *netlink.Route {
-	return &netlink.Route{Dst: prefixNet(GuardPrefix), Type: unix.RTN_UNREACHABLE, Table: unix.RT_TABLE_MAIN}
+	return &netlink.Route{Dst: prefixNet(podSpace), Type: unix.RTN_UNREACHABLE, Table: unix.RT_TABLE_MAIN}
 }
 
 // updateOwners adds or removes this process in the owner file and makes the
@@ -148,7 +148,7 @@ func ensureGuardRoute(h *netlink.Handle) error {
 		}
 	}
 	if err := h.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("add leak guard route unreachable %s: %w", GuardPrefix, err)
+		return fmt.Errorf("add leak guard route unreachable %s: %w", GuardRange, err)
 	}
 	return nil
 }

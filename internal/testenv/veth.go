@@ -22,7 +22,7 @@ const DefaultLinkRange = "198.19.0.0/17"
 
 var (
 	linkSpace    = netip.MustParsePrefix("198.19.0.0/16")
-	podSpace     = netip.MustParsePrefix("198.18.0.0/15")
+	podSpace     = netip.MustParsePrefix(GuardRange)
 	serviceSpace = netip.MustParsePrefix(serviceIPRange)
 	errNoDevice  = unix.ENODEV
 )
