@@ -35,7 +35,7 @@ var (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // perimeterBinary builds the daemon once per test run, as `make build` does.
-func perimeterBinary(t *testing.T) string {
+func perimeterBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		root, err := testenv.ModuleRoot()
@@ -64,12 +64,12 @@ func perimeterBinary(t *testing.T) string {
 // env is one test's world: the shared cluster, a fresh namespace, and a
 // guard that keeps stray pod traffic on this machine.
 type env struct {
-	t  *testing.T
+	t  testing.TB
 	c  *testenv.Cluster
 	ns string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	testenv.RequireRoot(t)
 	c := testenv.SharedCluster(t)
@@ -79,7 +79,7 @@ func newEnv(t *testing.T) *env {
 
 // daemon is a running perimeter process.
 type daemon struct {
-	t          *testing.T
+	t          testing.TB
 	cmd        *exec.Cmd
 	httpPort   int
 	ctrlPort   int
@@ -164,7 +164,7 @@ func (e *env) startDaemon(extra ...string) *daemon {
 }
 
 // shortTempDir keeps socket paths under the 108-byte limit of sun_path.
-func shortTempDir(t *testing.T) string {
+func shortTempDir(t testing.TB) string {
 	dir, err := os.MkdirTemp("", "pm-run-")
 	if err != nil {
 		t.Fatal(err)
