@@ -21,8 +21,10 @@ func newGoBGPLogger(l *slog.Logger) gobgpLogger {
 }
 
 func (g gobgpLogger) emit(level slog.Level, msg string, fields gobgplog.Fields) {
-	// Harmless in VMs and containers without IP_MINTTL support.
-	if strings.HasPrefix(msg, "cannot set TTL") || strings.HasPrefix(msg, "cannot set minimal TTL") {
+	// Harmless in VMs and containers without IP_MINTTL support; the last
+	// is how GoBGP records a path our import policy rejected.
+	if strings.HasPrefix(msg, "cannot set TTL") || strings.HasPrefix(msg, "cannot set minimal TTL") ||
+		strings.HasPrefix(msg, "No matching path for withdraw found") {
 		level = slog.LevelDebug
 	}
 	if !g.log.Enabled(context.Background(), level) {

@@ -263,21 +263,36 @@ func wantRoutes(rt *fakeRoutes, want string) func() string {
 	}
 }
 
+// bgpServer waits until Run has started GoBGP.
+func bgpServer(s *Speaker) *server.BgpServer {
+	for {
+		s.mu.Lock()
+		srv := s.srv
+		s.mu.Unlock()
+		if srv != nil {
+			return srv
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // gobgpRIB lists GoBGP's global RIB: what passed GoBGP's own import policy,
 // independent of the speaker's second check.
 func gobgpRIB(s *Speaker) string {
-	var lines []string
-	_ = s.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast},
+	rib := map[netip.Prefix]netip.Addr{}
+	_ = bgpServer(s).ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast},
 		func(d *api.Destination) {
 			for _, p := range d.Paths {
-				pfx, nh, err := pathPrefixNextHop(p)
-				if err == nil {
-					lines = append(lines, fmt.Sprintf("%s via %s\n", pfx, nh))
+				if pfx, nh, err := pathPrefixNextHop(p); err == nil {
+					rib[pfx] = nh
 				}
 			}
 		})
-	slices.Sort(lines)
-	return strings.Join(lines, "")
+	var b strings.Builder
+	for _, k := range slices.SortedFunc(maps.Keys(rib), comparePrefix) {
+		fmt.Fprintf(&b, "%s via %s\n", k, rib[k])
+	}
+	return b.String()
 }
 
 func TestPolicyMatchesGoBGP(t *testing.T) {
@@ -356,7 +371,8 @@ func TestPolicyMatchesGoBGP(t *testing.T) {
 
 	// Status and its HTTP form.
 	stat := s.Status()
-	if len(stat.Peers) != 2 || stat.Peers[0].State != "Established" || stat.Peers[0].Node != "node-a" || stat.Peers[0].Received != 7 {
+	if len(stat.Peers) != 2 || stat.Peers[0].State != "Established" || stat.Peers[0].Node != "node-a" ||
+		stat.Peers[0].Received != 5 || stat.Peers[0].Accepted != 3 || stat.Peers[0].Rejected != 2 {
 		t.Fatalf("status peers: %+v", stat.Peers)
 	}
 	rec := httptest.NewRecorder()
@@ -390,7 +406,7 @@ func TestNodePeersFollowNodes(t *testing.T) {
 
 	peers := func() string {
 		var out []string
-		_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+		_ = bgpServer(s.Speaker).ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
 			out = append(out, fmt.Sprintf("%s/%d/%v", p.Conf.NeighborAddress, p.Conf.PeerAsn, p.Conf.AuthPassword != ""))
 		})
 		slices.Sort(out)

@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -335,4 +339,73 @@ func TestIngressClass(t *testing.T) {
 	e.ingress("classless", nil, rule{host: "classless.test", path: "/", service: "app"})
 	d.expect("ours.test", "/", 200, "c-0")
 	d.expect("classless.test", "/", 404, "")
+}
+
+// TestFatalStartErrors: what stops the daemon from serving at start ends it
+// with a non-zero status and one line saying why.
+func TestFatalStartErrors(t *testing.T) {
+	e := newEnv(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := busy.Addr().(*net.TCPAddr).Port
+
+	closedPort := testenv.FreePort(t)
+	unreachable := filepath.Join(t.TempDir(), "unreachable.kubeconfig")
+	kc, err := os.ReadFile(e.c.DaemonKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`https://127\.0\.0\.1:\d+`)
+	if err := os.WriteFile(unreachable, re.ReplaceAll(kc, []byte(fmt.Sprintf("https://127.0.0.1:%d", closedPort))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := func(kubeconfig string) []string {
+		return []string{"--kubeconfig=" + kubeconfig, "--config-dir=" + t.TempDir(), "--runtime-dir=" + shortTempDir(t),
+			"--ipv4-bind-address=127.0.0.1", "--disable-ipv6", "--http-bind-port=" + strconv.Itoa(testenv.FreePort(t)),
+			"--stats-bind-port=0", "--healthz-bind-port=0", "--controller-port=0"}
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing kubeconfig", base("/nonexistent/kubeconfig"), "no such file"},
+		{"unreachable API server", base(unreachable), "unreachable"},
+		{"missing haproxy", append(base(e.c.DaemonKubeconfig), "--program=/nonexistent/haproxy"), "haproxy"},
+		{"HTTP port in use", append(base(e.c.DaemonKubeconfig), "--http-bind-port="+strconv.Itoa(busyPort)), "haproxy"},
+		{"controller port in use", append(base(e.c.DaemonKubeconfig), "--controller-port="+strconv.Itoa(busyPort)), "address already in use"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(perimeterBinary(t), c.args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("daemon still running after 60s; output:\n%s", stderr.String())
+			}
+			if err == nil {
+				t.Fatalf("exit status 0, want non-zero; output:\n%s", stderr.String())
+			}
+			var last string
+			for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+				if strings.HasPrefix(l, "perimeter: ") {
+					last = l
+				}
+			}
+			if last == "" || !strings.Contains(last, c.want) {
+				t.Fatalf("want one line \"perimeter: ...%s...\"; output:\n%s", c.want, stderr.String())
+			}
+			t.Log(last)
+		})
+	}
 }

@@ -32,6 +32,7 @@ type process struct {
 	loadedGen uint64
 	done      chan struct{}
 	waitErr   error
+	out       *lineLogger
 }
 
 // masterArg is the -S argument. It names our runtime directory, so it also
@@ -50,7 +51,9 @@ func (d *Driver) Run(ctx context.Context, ready chan<- struct{}) error {
 		return err
 	}
 	var once sync.Once
+	everReady := false
 	signalReady := func() {
+		everReady = true
 		if ready != nil {
 			once.Do(func() { close(ready) })
 		}
@@ -65,6 +68,15 @@ func (d *Driver) Run(ctx context.Context, ready chan<- struct{}) error {
 			err = d.supervise(ctx, p, signalReady)
 			if ctx.Err() != nil {
 				return nil
+			}
+			// A first start that fails (a port in use, a bad bind address)
+			// will fail the same way again: say why and stop, rather than
+			// retry forever with nothing serving.
+			if !everReady {
+				if alert := p.out.firstAlert(); alert != "" {
+					return fmt.Errorf("haproxy did not start: %s", alert)
+				}
+				return fmt.Errorf("haproxy did not start: %w", err)
 			}
 			d.log.Error("haproxy stopped unexpectedly, restarting", "error", err, "backoff", backoff)
 		}
@@ -114,7 +126,7 @@ func (d *Driver) start() (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", d.opts.Program, err)
 	}
-	p := &process{cmd: cmd, pid: cmd.Process.Pid, loadedGen: d.diskGen, done: make(chan struct{})}
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, loadedGen: d.diskGen, done: make(chan struct{}), out: w}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
@@ -390,6 +402,14 @@ type lineLogger struct {
 	log *slog.Logger
 	mu  sync.Mutex
 	buf []byte
+	// alert is HAProxy's first ALERT line, the reason a start failed.
+	alert string
+}
+
+func (l *lineLogger) firstAlert() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.alert
 }
 
 func (l *lineLogger) Write(p []byte) (int, error) {
@@ -405,6 +425,9 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 		l.buf = l.buf[i+1:]
 		if line != "" {
 			l.log.Log(context.Background(), haproxyLevel(line), line)
+			if l.alert == "" && strings.HasPrefix(line, "[ALERT]") {
+				l.alert = line
+			}
 		}
 	}
 	if len(l.buf) > 64<<10 {

@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -44,7 +44,7 @@ type Watcher struct {
 	changed chan struct{}
 
 	factories []informers.SharedInformerFactory // one per whitelisted namespace, or one cluster-wide
-	classes   informers.SharedInformerFactory    // IngressClasses are cluster-scoped
+	classes   informers.SharedInformerFactory   // IngressClasses are cluster-scoped
 
 	ingresses []cache.SharedIndexInformer
 	services  []cache.SharedIndexInformer

@@ -67,6 +67,11 @@ type Setting struct {
 	// at its zero value (HAProxy's or the renderer's default).
 	Default string
 	Doc     string
+	// Example is a valid value shown in docs/annotations.md.
+	Example string
+	// Runtime marks settings applied through the Runtime API without a
+	// reload; every other change reloads HAProxy.
+	Runtime bool
 
 	check      func(string) error
 	setBackend func(*backendDraft, string)
@@ -175,6 +180,7 @@ var settings = func() []Setting {
 		timeout("timeout-queue", "Time a request may wait in a queue for a server slot.", func(g *Global, v time.Duration) { g.TimeoutQueue = v }),
 		timeout("timeout-tunnel", "Inactivity timeout of tunnels (WebSocket, CONNECT).", func(g *Global, v time.Duration) { g.TimeoutTunnel = v }),
 	}
+	list = append(list, frontendFeatureSettings()...)
 	for i := range list {
 		s := &list[i]
 		for _, p := range AnnotationPrefixes {

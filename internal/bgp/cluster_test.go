@@ -1,0 +1,209 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func node(name string, annotations map[string]string, addrs ...corev1.NodeAddress) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: map[string]string{"zone": "a"}},
+		Status: corev1.NodeStatus{Addresses: addrs}}
+}
+
+func internalIP(a string) corev1.NodeAddress {
+	return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a}
+}
+
+func calicoObject(kind, name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": kind,
+		"metadata": map[string]any{"name": name}, "spec": spec,
+	}}
+}
+
+func TestNodeFromObject(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    *corev1.Node
+		want string
+	}{
+		{"calico annotation wins, mask stripped",
+			node("a", map[string]string{annotationIPv4Address: "198.19.64.2/24", annotationASNumber: "64513"},
+				internalIP("198.19.65.2"), internalIP("2001:db8::2")),
+			"a 198.19.64.2 [198.19.64.2 198.19.65.2] 64513"},
+		{"internal IP without annotation",
+			node("b", nil, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "b"}, internalIP("198.19.64.3")),
+			"b 198.19.64.3 [198.19.64.3] 0"},
+		{"bad annotation falls back",
+			node("c", map[string]string{annotationIPv4Address: "nonsense", annotationASNumber: "x"}, internalIP("198.19.64.4")),
+			"c 198.19.64.4 [198.19.64.4] 0"},
+		{"no IPv4 at all", node("d", nil, internalIP("2001:db8::4")), "-"},
+	} {
+		n, ok := nodeFromObject(tc.n)
+		got := "-"
+		if ok {
+			got = fmt.Sprintf("%s %s %v %d", n.Name, n.PeerAddress, n.Addresses, n.AS)
+		}
+		if got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestPoolAndAffinityFromObject(t *testing.T) {
+	p, ok, err := poolFromObject(calicoObject("IPPool", "default", map[string]any{
+		"cidr": "198.18.64.0/18", "blockSize": int64(27), "ipipMode": "Always", "vxlanMode": "Never"}))
+	if err != nil || !ok || p.CIDR != netip.MustParsePrefix("198.18.64.0/18") || p.BlockSize != 27 || p.Encapsulation != "ipip-always" {
+		t.Fatalf("pool %+v ok=%v err=%v", p, ok, err)
+	}
+	p, ok, err = poolFromObject(calicoObject("IPPool", "defaults", map[string]any{"cidr": "198.18.64.0/18", "vxlanMode": "Always"}))
+	if err != nil || !ok || p.BlockSize != 26 || p.Encapsulation != "vxlan-always" {
+		t.Fatalf("pool with default block size %+v ok=%v err=%v", p, ok, err)
+	}
+	if _, ok, err := poolFromObject(calicoObject("IPPool", "v6", map[string]any{"cidr": "2001:db8::/48"})); ok || err != nil {
+		t.Fatalf("IPv6 pool: ok=%v err=%v", ok, err)
+	}
+	if _, _, err := poolFromObject(calicoObject("IPPool", "bad", map[string]any{"cidr": "198.18.64.0/18", "blockSize": int64(16)})); err == nil {
+		t.Fatal("block larger than the pool accepted")
+	}
+	if w := encapsulationWarning([]Pool{{Name: "x", Encapsulation: "vxlan-always"}}); !strings.Contains(w, "VXLAN") {
+		t.Fatalf("warning %q", w)
+	}
+
+	for _, tc := range []struct {
+		spec map[string]any
+		ok   bool
+	}{
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "deleted": "false"}, true},
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "type": "host"}, true},
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "pending"}, false},
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "pendingDeletion"}, false},
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "deleted": "true"}, false},
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "type": "virtual"}, false},
+		{map[string]any{"cidr": "198.18.64.0/26", "state": "confirmed"}, false},
+	} {
+		a, ok := affinityFromObject(calicoObject("BlockAffinity", "x", tc.spec))
+		if ok != tc.ok || (ok && (a.Node != "a" || a.Block != netip.MustParsePrefix("198.18.64.0/26"))) {
+			t.Errorf("affinity %v: %+v ok=%v, want ok=%v", tc.spec, a, ok, tc.ok)
+		}
+	}
+}
+
+func newFakeKube(withCalico bool, objects ...runtime.Object) (*fake.Clientset, *dynamicfake.FakeDynamicClient) {
+	kube := fake.NewClientset(objects...)
+	if withCalico {
+		kube.Resources = []*metav1.APIResourceList{{GroupVersion: "crd.projectcalico.org/v1", APIResources: []metav1.APIResource{
+			{Name: "ippools", Kind: "IPPool"}, {Name: "blockaffinities", Kind: "BlockAffinity"}}}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		ipPoolsGVR: "IPPoolList", blockAffinitiesGVR: "BlockAffinityList"})
+	return kube, dyn
+}
+
+// runSource runs src and returns a function waiting for a state matching cond.
+func runSource(t *testing.T, src Source) func(what string, cond func(ClusterState) bool) ClusterState {
+	ctx, cancel := context.WithCancel(context.Background())
+	states := make(chan ClusterState, 100)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, func(st ClusterState) { states <- st }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("source: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("source did not stop")
+		}
+	})
+	return func(what string, cond func(ClusterState) bool) ClusterState {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		var last ClusterState
+		for {
+			select {
+			case st := <-states:
+				if cond(st) {
+					return st
+				}
+				last = st
+			case <-deadline:
+				t.Fatalf("no state with %s; last: %+v", what, last)
+			}
+		}
+	}
+}
+
+func TestKubeSource(t *testing.T) {
+	ref := SecretRef{Namespace: "calico-system", Name: "bgp", Key: "mesh"}
+	kube, dyn := newFakeKube(true,
+		node("node-a", map[string]string{annotationIPv4Address: "198.19.64.2/24"}, internalIP("198.19.64.2")),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "calico-system", Name: "bgp"},
+			Data: map[string][]byte{"mesh": []byte("s3cret")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "calico-system", Name: "other"},
+			Data: map[string][]byte{"mesh": []byte("not this one")}},
+	)
+	ctx := t.Context()
+	_, err := dyn.Resource(ipPoolsGVR).Create(ctx, calicoObject("IPPool", "default",
+		map[string]any{"cidr": "198.18.64.0/18", "blockSize": int64(26), "vxlanMode": "Always"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = dyn.Resource(blockAffinitiesGVR).Create(ctx, calicoObject("BlockAffinity", "node-a-198-18-64-0-26",
+		map[string]any{"cidr": "198.18.64.0/26", "node": "node-a", "state": "confirmed"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := runSource(t, NewKubeSource(kube, dyn, []SecretRef{ref}, testLog(t)))
+
+	st := wait("the initial objects", func(st ClusterState) bool { return len(st.Nodes) == 1 })
+	if st.Nodes[0].PeerAddress != netip.MustParseAddr("198.19.64.2") || len(st.Pools) != 1 || len(st.Affinities) != 1 ||
+		st.Secrets[ref] != "s3cret" || st.Pools[0].Encapsulation != "vxlan-always" {
+		t.Fatalf("initial state %+v", st)
+	}
+
+	// A node joins, a block is assigned, the password rotates.
+	if _, err := kube.CoreV1().Nodes().Create(ctx, node("node-b", nil, internalIP("198.19.64.3")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = dyn.Resource(blockAffinitiesGVR).Create(ctx, calicoObject("BlockAffinity", "node-b-198-18-64-64-26",
+		map[string]any{"cidr": "198.18.64.64/26", "node": "node-b", "state": "confirmed"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets("calico-system").Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "calico-system", Name: "bgp"},
+		Data: map[string][]byte{"mesh": []byte("rotated")}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("node-b, its block and the new password", func(st ClusterState) bool {
+		return len(st.Nodes) == 2 && st.Nodes[1].Name == "node-b" && len(st.Affinities) == 2 && st.Secrets[ref] == "rotated"
+	})
+
+	// The node leaves.
+	if err := kube.CoreV1().Nodes().Delete(ctx, "node-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("node-a gone", func(st ClusterState) bool { return len(st.Nodes) == 1 && st.Nodes[0].Name == "node-b" })
+}
+
+func TestKubeSourceWithoutCalico(t *testing.T) {
+	kube, dyn := newFakeKube(false, node("node-a", nil, internalIP("198.19.64.2")))
+	wait := runSource(t, NewKubeSource(kube, dyn, nil, testLog(t)))
+	st := wait("the node", func(st ClusterState) bool { return len(st.Nodes) == 1 })
+	if st.Affinities != nil || st.Pools != nil {
+		t.Fatalf("without Calico CRDs: pools %v affinities %v (want nil: ownership unknown)", st.Pools, st.Affinities)
+	}
+}
