@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ func ModelOptions(c *config.Config) model.Options {
 		NamespaceWhitelist:    c.NamespaceWhitelist,
 		NamespaceBlacklist:    c.NamespaceBlacklist,
 		ConfigSnippets:        c.ConfigSnippets,
+		DefaultSSLCertificate: c.DefaultSSLCertificate,
 	}
 }
 
@@ -58,6 +60,7 @@ func HAProxyOptions(c *config.Config, log *slog.Logger) haproxy.Options {
 		ConfigDir:         c.ConfigDir,
 		RuntimeDir:        c.RuntimeDir,
 		HTTPBindPort:      c.HTTPBindPort,
+		HTTPSBindPort:     httpsPort(c),
 		IPv4BindAddress:   c.IPv4BindAddress,
 		IPv6BindAddress:   c.IPv6BindAddress,
 		DisableHTTP:       c.DisableHTTP,
@@ -69,6 +72,13 @@ func HAProxyOptions(c *config.Config, log *slog.Logger) haproxy.Options {
 		MinReloadInterval: c.SyncPeriod,
 		Logger:            log.With("component", "haproxy"),
 	}
+}
+
+func httpsPort(c *config.Config) int {
+	if c.DisableHTTPS {
+		return 0
+	}
+	return c.HTTPSBindPort
 }
 
 // Run is the daemon. It returns nil after a clean shutdown (ctx cancelled)
@@ -101,6 +111,16 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	m := metrics.New()
+	for _, reason := range haproxy.ReloadReasons {
+		for _, result := range []string{"ok", "failed"} {
+			m.Reloads.WithLabelValues(reason, result)
+		}
+	}
+	for _, kind := range haproxy.RuntimeKinds {
+		for _, result := range []string{"ok", "error"} {
+			m.RuntimeOps.WithLabelValues(kind, result)
+		}
+	}
 	w := kube.NewWatcher(cs, WatchOptions(c), log.With("component", "kube"))
 	problems, stopEvents := kube.NewProblems(cs, w.Lookup, log.With("component", "events"))
 	defer stopEvents()
@@ -168,7 +188,45 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	log.Info("caches synced", "objects", w.Sizes())
 	go systemd.Watchdog(ctx, alive.Load)
 
-	l := &loop{c: c, log: log, w: w, drv: drv, m: m, problems: problems, opts: ModelOptions(c)}
+	opts := ModelOptions(c)
+	if opts.DefaultCertificate, err = selfSignedCertificate(time.Now()); err != nil {
+		return err
+	}
+	if c.DefaultSSLCertificate == "" {
+		log.Info("generated a self-signed default certificate", "subject", "CN="+defaultCertificateCN,
+			"note", "served to HTTPS clients whose SNI matches no Ingress; set --default-ssl-certificate or the ConfigMap's ssl-certificate to replace it")
+	}
+	var status *kube.StatusWriter
+	if !c.DisableIngressStatusUpdate {
+		addrs := c.PublishAddresses
+		if len(addrs) == 0 {
+			if a := kube.DefaultPublishAddress(c.IPv4BindAddress); a != "" {
+				addrs = []string{a}
+			}
+		}
+		status = kube.NewStatusWriter(cs, w, kube.StatusOptions{
+			Addresses: addrs, ElectionID: c.ElectionID, ElectionNamespace: c.ElectionNamespace,
+			ClearOnShutdown: c.UpdateStatusOnShutdown,
+			OnLeading: func(on bool) {
+				if on {
+					m.StatusLeader.Set(1)
+				} else {
+					m.StatusLeader.Set(0)
+				}
+			},
+		}, log.With("component", "status"))
+		statusDone := make(chan struct{})
+		go func() {
+			defer close(statusDone)
+			if err := status.Run(ctx); err != nil {
+				log.Error("ingress status", "err", err)
+			}
+		}()
+		// Clearing status on shutdown must finish before the daemon exits.
+		defer func() { cancel(nil); <-statusDone }()
+	}
+
+	l := &loop{c: c, log: log, w: w, drv: drv, m: m, problems: problems, opts: opts, status: status}
 	err = l.run(ctx, func() {
 		if !ready.Swap(true) {
 			m.Ready.Set(1)
@@ -219,6 +277,7 @@ type loop struct {
 	m        *metrics.Daemon
 	problems *kube.Problems
 	opts     model.Options
+	status   *kube.StatusWriter // nil with --disable-ingress-status-update
 }
 
 func (l *loop) run(ctx context.Context, onServing func()) error {
@@ -257,7 +316,11 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	snap := l.w.Snapshot()
 	want := model.Build(snap, l.opts)
-	l.w.WatchSecrets(want.SecretRefs)
+	if l.w.WatchSecrets(want.SecretRefs) {
+		// Newly referenced Secrets are now listed as loading: build
+		// again so their absence is not reported as a problem.
+		want = model.Build(l.w.Snapshot(), l.opts)
+	}
 	res, err := l.drv.Apply(ctx, want)
 	all := append(append([]model.Problem(nil), want.Problems...), res.Quarantined...)
 	l.problems.Report(all)
@@ -266,14 +329,26 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	for k, n := range l.w.Sizes() {
 		l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
 	}
+	for k, n := range res.RuntimeOpsByKind {
+		kind, result, _ := strings.Cut(k, "/")
+		l.m.RuntimeOps.WithLabelValues(kind, result).Add(float64(n))
+	}
+	switch {
+	case res.Reloaded:
+		l.m.Reloads.WithLabelValues(res.ReloadReason, "ok").Inc()
+	case err != nil && res.ReloadReason != "":
+		l.m.Reloads.WithLabelValues(res.ReloadReason, "failed").Inc()
+	}
 	if err != nil {
 		return res, err
 	}
 	l.m.Generation.Inc()
-	l.m.RuntimeOps.Add(float64(res.RuntimeOps))
+	certificateMetrics(l.m, want.TLS)
 	if res.Reloaded {
-		l.m.Reloads.WithLabelValues("structural", "ok").Inc()
 		l.log.Info("haproxy reloaded", "why", res.Reason)
+	}
+	if l.status != nil {
+		l.status.Serve(want.Served)
 	}
 	return res, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/perimeter-ingress/perimeter/internal/config"
 	"github.com/perimeter-ingress/perimeter/internal/haproxy"
@@ -30,7 +31,13 @@ func desired(ctx context.Context, c *config.Config) (*model.Desired, error) {
 	if err := w.Start(ctx); err != nil {
 		return nil, err
 	}
-	want := model.Build(w.Snapshot(), ModelOptions(c))
+	opts := ModelOptions(c)
+	// The daemon serves a certificate it generates at start when no Secret
+	// gives one; so does this preview (its content is never printed).
+	if opts.DefaultCertificate, err = selfSignedCertificate(time.Now()); err != nil {
+		return nil, err
+	}
+	want := model.Build(w.Snapshot(), opts)
 	// Secrets are watched only once something references them.
 	if len(want.SecretRefs) > 0 {
 		w.WatchSecrets(want.SecretRefs)
@@ -41,7 +48,7 @@ func desired(ctx context.Context, c *config.Config) (*model.Desired, error) {
 			case <-w.Changed():
 			}
 		}
-		want = model.Build(w.Snapshot(), ModelOptions(c))
+		want = model.Build(w.Snapshot(), opts)
 	}
 	return want, nil
 }

@@ -64,9 +64,11 @@ type Config struct {
 	// DisableGracefulRestart turns the helper mode off: a node's routes go
 	// the moment its session drops.
 	DisableGracefulRestart bool
-	// MaxPrefixes per peer; a peer sending more is disconnected. 0 means
-	// 10000; -1 means no limit.
-	MaxPrefixes int
+	// MaxPrefixes per peer; a peer announcing more is disconnected and
+	// its routes dropped, then re-admitted after MaxPrefixesRestart. 0
+	// means 10000; -1 means no limit.
+	MaxPrefixes        int
+	MaxPrefixesRestart time.Duration
 	// EBGPMultihopTTL allows eBGP peers that are not directly connected.
 	EBGPMultihopTTL uint8
 
@@ -307,6 +309,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPrefixes == 0 {
 		c.MaxPrefixes = 10000
+	}
+	if c.MaxPrefixesRestart == 0 {
+		c.MaxPrefixesRestart = time.Minute
 	}
 	if c.StaleTimeout == 0 {
 		c.StaleTimeout = 90 * time.Second

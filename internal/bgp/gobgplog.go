@@ -42,7 +42,9 @@ func (g gobgpLogger) Fatal(msg string, fields gobgplog.Fields) { g.emit(slog.Lev
 func (g gobgpLogger) Error(msg string, fields gobgplog.Fields) { g.emit(slog.LevelError, msg, fields) }
 func (g gobgpLogger) Warn(msg string, fields gobgplog.Fields)  { g.emit(slog.LevelWarn, msg, fields) }
 func (g gobgpLogger) Info(msg string, fields gobgplog.Fields)  { g.emit(slog.LevelDebug, msg, fields) }
-func (g gobgpLogger) Debug(msg string, fields gobgplog.Fields) { g.emit(slog.LevelDebug-4, msg, fields) }
+func (g gobgpLogger) Debug(msg string, fields gobgplog.Fields) {
+	g.emit(slog.LevelDebug-4, msg, fields)
+}
 
 // SetLevel is ignored: slog's handler decides.
 func (g gobgpLogger) SetLevel(gobgplog.LogLevel) {}

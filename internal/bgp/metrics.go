@@ -15,6 +15,7 @@ type metrics struct {
 	rejectedTotal *prometheus.CounterVec
 	bestPaths     prometheus.Gauge
 	policyUpdates prometheus.Counter
+	maxPrefixes   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "perimeter_bgp_best_paths",
 			Help: "Prefixes with an accepted best path (handed to the route manager).",
 		}),
+		maxPrefixes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "perimeter_bgp_max_prefixes_exceeded_total",
+			Help: "Sessions dropped because the peer announced more than the maximum number of prefixes.",
+		}, peer),
 		policyUpdates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "perimeter_bgp_policy_updates_total",
 			Help: "Import policy changes applied to GoBGP (pools, block affinities or nodes changed).",
@@ -57,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.peerState, m.peerUp, m.received, m.accepted, m.rejected,
-		m.rejectedTotal, m.bestPaths, m.policyUpdates} {
+		m.rejectedTotal, m.bestPaths, m.policyUpdates, m.maxPrefixes} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register BGP metrics: %w", err)
 		}

@@ -92,7 +92,11 @@ func (c *Config) afiSafis() []*api.AfiSafi {
 			Config: &api.MpGracefulRestartConfig{Enabled: !c.DisableGracefulRestart}},
 	}
 	if c.MaxPrefixes > 0 {
-		af.PrefixLimits = &api.PrefixLimit{Family: ipv4Unicast, MaxPrefixes: uint32(c.MaxPrefixes)}
+		// The speaker enforces MaxPrefixes itself (see enforceMaxPrefixes):
+		// when GoBGP's own limit trips, a graceful-restart helper may keep
+		// the peer's routes, even the excess ones, as stale. GoBGP's limit
+		// stays, higher, as a memory backstop.
+		af.PrefixLimits = &api.PrefixLimit{Family: ipv4Unicast, MaxPrefixes: uint32(2*c.MaxPrefixes + 1000)}
 	}
 	return []*api.AfiSafi{af}
 }

@@ -59,6 +59,11 @@ type Speaker struct {
 	expectEOR map[netip.Addr]bool
 	swept     bool
 	eorDone   chan struct{}
+	// tripped holds peers that exceeded MaxPrefixes: zero until their
+	// session is dropped, then the time they may return.
+	tripped map[netip.Addr]time.Time
+	// kick asks the run loop to look at tripped peers again.
+	kick chan struct{}
 }
 
 type session struct {
@@ -114,6 +119,8 @@ func New(cfg Config, rt Routes, log *slog.Logger, reg prometheus.Registerer) (*S
 		adjIn:    map[netip.Addr]map[netip.Prefix]received{},
 		best:     map[netip.Prefix]bestPath{},
 		eorDone:  make(chan struct{}, 1),
+		tripped:  map[netip.Addr]time.Time{},
+		kick:     make(chan struct{}, 1),
 	}, nil
 }
 
@@ -137,6 +144,8 @@ func (s *Speaker) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.srv = srv
 	s.mu.Unlock()
+	s.log.Info("BGP speaker started", "routerID", s.cfg.RouterID, "as", s.cfg.LocalAS, "port", s.cfg.ListenPort,
+		"holdTime", s.cfg.HoldTime, "gracefulRestartHelper", !s.cfg.DisableGracefulRestart)
 
 	// Until the policy is assigned GoBGP accepts everything: assign it
 	// (rejecting all) before the first peer exists.
@@ -214,6 +223,9 @@ func (s *Speaker) Run(ctx context.Context) error {
 
 	sweep := time.NewTimer(s.cfg.StaleTimeout)
 	defer sweep.Stop()
+	readmit := time.NewTimer(time.Hour)
+	readmit.Stop()
+	defer readmit.Stop()
 	var runErr error
 loop:
 	for {
@@ -235,6 +247,10 @@ loop:
 				sweep.Reset(s.cfg.StaleTimeout)
 				s.startEORWait()
 			}
+		case <-s.kick:
+			s.maxPrefixes(ctx, readmit)
+		case <-readmit.C:
+			s.maxPrefixes(ctx, readmit)
 		case <-s.eorDone:
 			s.sweep("all peers sent End-of-RIB")
 		case <-sweep.C:
@@ -246,6 +262,19 @@ loop:
 	stopRoutes()
 	wg.Wait()
 	return runErr
+}
+
+func (s *Speaker) maxPrefixes(ctx context.Context, readmit *time.Timer) {
+	again, next := s.enforceMaxPrefixes(ctx)
+	if again {
+		s.mu.Lock()
+		st := s.state
+		s.mu.Unlock()
+		s.apply(ctx, st)
+	}
+	if !next.IsZero() {
+		readmit.Reset(time.Until(next))
+	}
 }
 
 func (s *Speaker) shutdown(srv *server.BgpServer, stopWatch func()) {
@@ -364,8 +393,9 @@ func (s *Speaker) apply(ctx context.Context, st ClusterState) {
 	for a, p := range desired {
 		s.mu.Lock()
 		_, have := s.peers[a]
+		_, tripped := s.tripped[a]
 		s.mu.Unlock()
-		if have {
+		if have || tripped {
 			continue
 		}
 		if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.cfg.apiPeer(p)}); err != nil {
@@ -675,7 +705,67 @@ func (s *Speaker) onReceivedEvent(r *api.WatchEventResponse) {
 		if s.knownPeerLocked(peer) {
 			s.updateCountsLocked(peer)
 		}
+		if max := s.cfg.MaxPrefixes; max > 0 && len(s.adjIn[peer]) > max {
+			if _, done := s.tripped[peer]; !done {
+				s.tripped[peer] = time.Time{}
+				s.kickLocked()
+			}
+		}
 	}
+}
+
+func (s *Speaker) kickLocked() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// enforceMaxPrefixes drops the sessions of peers that announced too much and
+// re-admits those whose penalty is over; it returns whether any was
+// re-admitted and when the next one is due. Deleting the peer is the one
+// GoBGP operation that always drops its routes (a notification races with
+// the peer closing the connection, and a closed connection counts as a
+// graceful restart, keeping the routes).
+func (s *Speaker) enforceMaxPrefixes(ctx context.Context) (readmit bool, next time.Time) {
+	now := time.Now()
+	s.mu.Lock()
+	var drop []netip.Addr
+	for a, until := range s.tripped {
+		switch {
+		case until.IsZero():
+			drop = append(drop, a)
+			until = now.Add(s.cfg.MaxPrefixesRestart)
+			s.tripped[a] = until
+		case !now.Before(until):
+			delete(s.tripped, a)
+			readmit = true
+			s.log.Info("re-admitting BGP peer after its maximum-prefix penalty", "peer", a)
+			continue
+		}
+		if next.IsZero() || until.Before(next) {
+			next = until
+		}
+	}
+	srv := s.srv
+	s.mu.Unlock()
+	for _, a := range drop {
+		s.log.Error("BGP peer announced more than the maximum number of prefixes: session and routes dropped",
+			"peer", a, "max", s.cfg.MaxPrefixes, "retryIn", s.cfg.MaxPrefixesRestart)
+		s.m.maxPrefixes.WithLabelValues(a.String()).Inc()
+		if err := srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); err != nil {
+			s.log.Error("drop BGP peer", "peer", a, "err", err)
+		}
+		s.mu.Lock()
+		delete(s.peers, a)
+		delete(s.adjIn, a)
+		if ss := s.sessions[a]; ss != nil {
+			ss.state, ss.since, ss.eor = api.PeerState_IDLE, now, false
+		}
+		s.updateCountsLocked(a)
+		s.mu.Unlock()
+	}
+	return readmit, next
 }
 
 // pathPrefixNextHop reads an IPv4 unicast path.

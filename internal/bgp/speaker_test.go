@@ -143,6 +143,11 @@ func startSpeaker(tb testing.TB, cfg Config, rt Routes, reg prometheus.Registere
 	rs := &runningSpeaker{Speaker: s, done: make(chan error, 1), stop: cancel}
 	go func() { rs.done <- s.Run(ctx) }()
 	tb.Cleanup(func() { rs.Stop(tb) })
+	// GoBGP's StartBgp writes package-level variables that every server
+	// reads while processing paths, so tests start the fake nodes first
+	// and the speaker last, and wait for it here (one server per process,
+	// as in production, has no such issue).
+	bgpServer(s)
 	return rs
 }
 
@@ -300,6 +305,8 @@ func TestPolicyMatchesGoBGP(t *testing.T) {
 	cfg := loopbackConfig(t, src)
 	rt := newFakeRoutes()
 	reg := prometheus.NewRegistry()
+	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
+	b := startFakeNode(t, "127.0.0.3", cfg.ListenPort)
 	s := startSpeaker(t, cfg, rt, reg)
 	st := ClusterState{
 		Nodes: []Node{loopNode("node-a", "127.0.0.2"), loopNode("node-b", "127.0.0.3")},
@@ -310,8 +317,6 @@ func TestPolicyMatchesGoBGP(t *testing.T) {
 		},
 	}
 	src.ch <- st
-	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
-	b := startFakeNode(t, "127.0.0.3", cfg.ListenPort)
 	a.announce(t, "198.18.64.0/26", "127.0.0.2")   // own block
 	a.announce(t, "198.18.64.64/26", "127.0.0.2")  // node-b's block
 	a.announce(t, "198.18.64.130/32", "127.0.0.2") // borrowed address
@@ -457,9 +462,9 @@ func TestEndOfRIBEndsStaleWait(t *testing.T) {
 	cfg.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("198.18.64.0/20")}
 	// From a previous run: one route the node still announces, one not.
 	rt := newFakeRoutes("198.18.64.0/26", "198.18.64.64/26")
+	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
 	s := startSpeaker(t, cfg, rt, nil)
 	src.ch <- ClusterState{Nodes: []Node{loopNode("node-a", "127.0.0.2")}}
-	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
 	a.announce(t, "198.18.64.0/26", "127.0.0.2")
 	select {
 	case n := <-rt.swept:
@@ -483,9 +488,9 @@ func TestKeepRoutesOnExit(t *testing.T) {
 	cfg.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("198.18.64.0/20")}
 	cfg.KeepRoutesOnExit = true
 	rt := newFakeRoutes()
+	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
 	s := startSpeaker(t, cfg, rt, nil)
 	src.ch <- ClusterState{Nodes: []Node{loopNode("node-a", "127.0.0.2")}}
-	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
 	a.announce(t, "198.18.64.0/26", "127.0.0.2")
 	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.0/26 via 127.0.0.2\n"))
 	s.Stop(t)
@@ -493,4 +498,68 @@ func TestKeepRoutesOnExit(t *testing.T) {
 	if got := rt.snapshot(); got != "198.18.64.0/26 via 127.0.0.2\n" || rt.flushed != 0 {
 		t.Fatalf("after exit with KeepRoutesOnExit: %q, flushed %d", got, rt.flushed)
 	}
+}
+
+func TestPassivePeers(t *testing.T) {
+	src := newChanSource()
+	cfg := loopbackConfig(t, src)
+	cfg.PeerWithNodes = false
+	cfg.PassivePeers = []PassivePeer{{Prefix: netip.MustParsePrefix("127.0.0.0/29"), AS: 64512}}
+	cfg.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("198.18.64.0/20")}
+	rt := newFakeRoutes()
+	n := startFakeNode(t, "127.0.0.5", cfg.ListenPort)
+	// Outside the prefix: refused.
+	stranger := startFakeNode(t, "127.0.0.9", cfg.ListenPort)
+	s := startSpeaker(t, cfg, rt, nil)
+	src.ch <- ClusterState{}
+	n.announce(t, "198.18.64.0/26", "127.0.0.5")
+	stranger.announce(t, "198.18.64.64/26", "127.0.0.9")
+	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.0/26 via 127.0.0.5\n"))
+	p := s.Status().Peers
+	if len(p) != 1 || p[0].Kind != kindPassive || p[0].State != "Established" || p[0].Accepted != 1 {
+		t.Fatalf("status %+v", p)
+	}
+	// A refusal has no event to wait for: watch for two connect retries.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if got := rt.snapshot(); got != "198.18.64.0/26 via 127.0.0.5\n" {
+			t.Fatalf("a peer outside the passive prefix got routes in:\n%s", got)
+		}
+	}
+	if p := s.Status().Peers; len(p) != 1 {
+		t.Fatalf("peers: %+v", p)
+	}
+}
+
+func TestMaxPrefixes(t *testing.T) {
+	src := newChanSource()
+	cfg := loopbackConfig(t, src)
+	cfg.MaxPrefixes = 2
+	cfg.MaxPrefixesRestart = time.Second
+	cfg.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("198.18.64.0/20")}
+	rt := newFakeRoutes()
+	n := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
+	s := startSpeaker(t, cfg, rt, nil)
+	src.ch <- ClusterState{Nodes: []Node{loopNode("node-a", "127.0.0.2")}}
+	n.announce(t, "198.18.64.0/26", "127.0.0.2")
+	n.announce(t, "198.18.64.64/26", "127.0.0.2")
+	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.0/26 via 127.0.0.2\n198.18.64.64/26 via 127.0.0.2\n"))
+	n.announce(t, "198.18.64.128/26", "127.0.0.2")
+	// The peer is disconnected and its routes go with the session.
+	eventually(t, 10*time.Second, func() string {
+		p := s.Status().Peers
+		if len(p) != 1 || p[0].State == "Established" || !strings.Contains(p[0].Problem, "more than 2 prefixes") || rt.snapshot() != "" {
+			return fmt.Sprintf("peers %+v, routes %q", p, rt.snapshot())
+		}
+		return ""
+	})
+	if v := testutil.ToFloat64(s.m.maxPrefixes.WithLabelValues("127.0.0.2")); v != 1 {
+		t.Fatalf("max_prefixes_exceeded_total = %v", v)
+	}
+	// After the penalty it comes back, and is dropped again.
+	eventually(t, 20*time.Second, func() string {
+		if v := testutil.ToFloat64(s.m.maxPrefixes.WithLabelValues("127.0.0.2")); v < 2 {
+			return "peer not re-admitted and dropped again"
+		}
+		return ""
+	})
 }

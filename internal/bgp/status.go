@@ -102,6 +102,9 @@ func (s *Speaker) Status() Status {
 	for a := range live {
 		addrs[a] = true
 	}
+	for a := range s.tripped {
+		addrs[a] = true
+	}
 	for a := range addrs {
 		ps := PeerStatus{Address: a, State: "Idle"}
 		if p, ok := s.peers[a]; ok {
@@ -111,6 +114,10 @@ func (s *Speaker) Status() Status {
 		}
 		if pr, ok := s.problems[a]; ok {
 			ps.Problem, ps.State, ps.Kind = pr, "Unconfigured", kindFor(s.cfg, a)
+		}
+		if until, ok := s.tripped[a]; ok {
+			ps.Problem = fmt.Sprintf("more than %d prefixes announced; dropped until %s",
+				s.cfg.MaxPrefixes, until.Local().Format("15:04:05"))
 		}
 		if ss := s.sessions[a]; ss != nil {
 			ps.State, ps.Since, ps.EndOfRIB = stateName(ss.state), ss.since, ss.eor

@@ -47,6 +47,14 @@ type Config struct {
 	ControllerBindAddress string
 	ControllerPort        int
 
+	// TLS and Ingress status (docs/tls.md, docs/observability.md).
+	DefaultSSLCertificate      string
+	PublishAddresses           []string
+	ElectionID                 string
+	ElectionNamespace          string
+	UpdateStatusOnShutdown     bool
+	DisableIngressStatusUpdate bool
+
 	SyncPeriod time.Duration
 	Log        string
 	Version    bool
@@ -137,6 +145,12 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.HealthzBindPort, "healthz-bind-port", 1042, "port of HAProxy's /healthz (on the stats address); 0 disables")
 	fs.StringVar(&c.ControllerBindAddress, "controller-bind-address", "127.0.0.1", "address of the daemon's /healthz, /readyz, /metrics")
 	fs.IntVar(&c.ControllerPort, "controller-port", 6060, "port of the daemon's /healthz, /readyz, /metrics; 0 disables")
+	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", "", "Secret (kubernetes.io/tls) served to HTTPS clients whose SNI matches no Ingress, NAMESPACE/NAME (default: a self-signed certificate generated at start)")
+	fs.Var(repeatFlag{&c.PublishAddresses}, "publish-address", "IP or host name written into the status of served Ingresses (repeatable; default: the address HAProxy binds, else the one of the default route)")
+	fs.StringVar(&c.ElectionID, "election-id", "perimeter-leader", "name of the Lease that elects the one daemon writing Ingress status")
+	fs.StringVar(&c.ElectionNamespace, "election-namespace", "default", "namespace of the --election-id Lease")
+	fs.BoolVar(&c.UpdateStatusOnShutdown, "update-status-on-shutdown", false, "clear the status of served Ingresses when the daemon stops")
+	fs.BoolVar(&c.DisableIngressStatusUpdate, "disable-ingress-status-update", false, "never write Ingress status")
 	fs.DurationVar(&c.SyncPeriod, "sync-period", time.Second, "least time between two HAProxy reloads; runtime changes are never delayed")
 	fs.StringVar(&c.Log, "log", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
@@ -180,6 +194,7 @@ func (c *Config) Validate() error {
 	for _, f := range []struct{ flag, v string }{
 		{"configmap", c.ConfigMap}, {"configmap-errorfiles", c.ConfigMapErrorFiles},
 		{"configmap-tcp-services", c.ConfigMapTCPServices}, {"default-backend-service", c.DefaultBackendService},
+		{"default-ssl-certificate", c.DefaultSSLCertificate}, {"election-namespace", c.ElectionNamespace + "/" + c.ElectionID},
 	} {
 		if f.v == "" {
 			continue
@@ -209,6 +224,11 @@ func (c *Config) Validate() error {
 	}
 	if ip, err := netip.ParseAddr(c.IPv6BindAddress); err == nil && !ip.Is6() {
 		errs = append(errs, fmt.Errorf("--ipv6-bind-address=%q: not IPv6", c.IPv6BindAddress))
+	}
+	for _, a := range c.PublishAddresses {
+		if a == "" || strings.ContainsAny(a, " /,") {
+			errs = append(errs, fmt.Errorf("--publish-address=%q: want an IP address or a host name", a))
+		}
 	}
 	if c.DisableIPv4 && c.DisableIPv6 {
 		errs = append(errs, errors.New("--disable-ipv4 and --disable-ipv6 leave nothing to bind"))

@@ -62,7 +62,8 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result, why string) (Result, error) {
 	srvCmds := serverCommands(cur, next)
 	mapCmds, bulk := d.mapCommands(cur, next)
-	if len(srvCmds) == 0 && len(mapCmds) == 0 && len(bulk) == 0 {
+	tlsPre, tlsPost := d.tlsCommands(cur, next)
+	if len(srvCmds) == 0 && len(mapCmds) == 0 && len(bulk) == 0 && len(tlsPre)+len(tlsPost) == 0 {
 		res.Reason = why
 		if why == "" {
 			res.Reason = "no change"
@@ -76,6 +77,9 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 		return res, nil
 	}
 	summary := fmt.Sprintf("%d server and %d map commands", len(srvCmds), len(mapCmds))
+	if n := len(tlsPre) + len(tlsPost); n > 0 {
+		summary += fmt.Sprintf(", %d TLS commands", n)
+	}
 	if len(bulk) > 0 {
 		summary += ", replace maps " + strings.Join(bulk, ",")
 	}
@@ -95,8 +99,18 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 	// The Runtime API goes first: that is the latency that matters, and d.mu
 	// keeps a restart or reload from reading the files in between.
 	start := time.Now()
-	n, rtErr := d.execRuntime(ctx, next, srvCmds, mapCmds, bulk)
+	byKind := map[string]int{}
+	rtErr := d.execSteps(ctx, tlsPre, byKind)
+	n := 0
+	if rtErr == nil {
+		n, rtErr = d.execRuntime(ctx, next, srvCmds, mapCmds, bulk)
+	}
+	if rtErr == nil {
+		rtErr = d.execSteps(ctx, tlsPost, byKind)
+	}
+	n += byKind["cert"] + byKind["map"]
 	res.RuntimeOps = n
+	res.RuntimeOpsByKind = runtimeKinds(len(srvCmds), len(mapCmds)+len(bulk), byKind, rtErr)
 	if err := d.writeFiles(cur, next, "", len(srvCmds) > 0); err != nil {
 		// The live HAProxy is ahead of the files: forget what the files
 		// hold so the next Apply renders, checks and reloads everything.
@@ -111,6 +125,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 			return res, fmt.Errorf("runtime change failed (%v), and so did the reload: %w", rtErr, err)
 		}
 		res.Reloaded = true
+		res.ReloadReason = ReloadRecovery
 		res.Reason = "reload after runtime failure: " + rtErr.Error()
 		d.serving.Store(true)
 		return res, nil
@@ -125,6 +140,11 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 // applyReload checks target (quarantining the backends HAProxy refuses),
 // writes it and reloads.
 func (d *Driver) applyReload(ctx context.Context, cur *state, known bool, target *state, res Result) (Result, error) {
+	// haproxy -c reads the certificate files the candidate names.
+	if err := d.writeTLSFiles(target, false); err != nil {
+		return res, err
+	}
+	res.ReloadReason = reloadReason(cur, target, known, d.dirty)
 	target, quarantined, cfg, err := d.validated(ctx, cur, target)
 	res.Quarantined = append(res.Quarantined, quarantined...)
 	if err != nil {
@@ -170,7 +190,7 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 			continue
 		}
 		tb.spec = fallbackSpec(cur, tb.spec)
-		out = append(out, quarantineProblem(cur, r.spec, r.reason))
+		out = append(out, quarantineProblem(cur, r.spec, tb.spec, r.reason))
 	}
 	slices.SortFunc(out, func(a, b model.Problem) int { return strings.Compare(a.Message, b.Message) })
 	return out
@@ -179,15 +199,23 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 // fallbackSpec is the last good version of a backend, or an empty backend
 // without servers when it never loaded.
 func fallbackSpec(cur *state, spec backendSpec) backendSpec {
+	if spec.Snippet != "" {
+		// A snippet is the likely culprit: drop it alone first.
+		spec.Snippet = ""
+		return spec
+	}
 	if cb, ok := cur.backends[spec.Name]; ok {
 		return cb.spec
 	}
 	return backendSpec{Name: spec.Name, Namespace: spec.Namespace, Service: spec.Service}
 }
 
-func quarantineProblem(cur *state, spec backendSpec, reason string) model.Problem {
+func quarantineProblem(cur *state, spec, fallback backendSpec, reason string) model.Problem {
 	kept := "its last good version is kept"
-	if cur.backends[spec.Name] == nil {
+	switch {
+	case spec.Snippet != "" && fallback.Snippet == "" && fallback.Slots == spec.Slots:
+		kept = "its backend-config-snippet is disabled, the rest is applied"
+	case cur.backends[spec.Name] == nil:
 		kept = "it has no servers until fixed"
 	}
 	return model.Problem{
@@ -221,8 +249,13 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 				if tb.spec == fb {
 					continue // already the last good version: not its fault
 				}
-				d.rejected[name] = rejection{spec: tb.spec, reason: reason}
-				problems = append(problems, quarantineProblem(cur, tb.spec, reason))
+				// A version without its snippet that fails too keeps
+				// the original rejection, so the next Apply starts from
+				// the snippet-less version again.
+				if _, ok := d.rejected[name]; !ok {
+					d.rejected[name] = rejection{spec: tb.spec, reason: reason}
+				}
+				problems = append(problems, quarantineProblem(cur, tb.spec, fb, reason))
 				d.log.Warn("backend quarantined", "backend", name, "service", tb.spec.Namespace+"/"+tb.spec.Service, "reason", reason)
 				tb.spec = fb
 				var prev []slot
@@ -252,6 +285,9 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 // writeFiles writes the map files and haproxy.cfg of next, skipping what is
 // unchanged from cur; cfg is the rendered next when already at hand.
 func (d *Driver) writeFiles(cur, next *state, cfg string, slotsChanged bool) error {
+	if err := d.writeTLSFiles(next, true); err != nil {
+		return err
+	}
 	for _, name := range mapNames {
 		if d.cur != nil && maps.Equal(cur.maps[name], next.maps[name]) {
 			continue

@@ -43,6 +43,9 @@ type Options struct {
 	HTTPBindPort int
 	// IPv4BindAddress and IPv6BindAddress default to "0.0.0.0" and "::".
 	IPv4BindAddress, IPv6BindAddress      string
+	// HTTPSBindPort is the port of the https frontend; 0 disables it. It
+	// is served once the Desired has a default certificate (tls.go).
+	HTTPSBindPort int
 	DisableHTTP, DisableIPv4, DisableIPv6 bool
 
 	// StatsBindAddress defaults to 127.0.0.1. StatsBindPort serves /stats and
@@ -75,6 +78,12 @@ type Result struct {
 	Reason string
 	// RuntimeOps counts the Runtime API commands sent.
 	RuntimeOps int
+	// RuntimeOpsByKind counts them by kind ("server", "map", "cert") and
+	// result: keys are "<kind>/ok" and "<kind>/error" (metrics.go).
+	RuntimeOpsByKind map[string]int
+	// ReloadReason is why HAProxy was (or was to be) reloaded, one of the
+	// Reload* constants; empty when no reload was attempted.
+	ReloadReason string
 	// RetryAfter is set when a reload was deferred by MinReloadInterval:
 	// call Apply again (with the newest Desired) after this long.
 	RetryAfter time.Duration

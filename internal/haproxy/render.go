@@ -40,10 +40,15 @@ type renderer struct {
 	stats     string // address:port, "" when disabled
 	healthz   string
 	promex    bool
+	tcpHosts  []string
+	// httpsBinds and certsDir serve the https frontend (tls.go).
+	httpsBinds []types.Bind
+	certsDir   string
 }
 
 func newRenderer(o Options, p paths, v Version) renderer {
-	r := renderer{adminSock: p.adminSock, mapsDir: p.mapsDir, promex: v.Features["PROMEX"]}
+	r := renderer{adminSock: p.adminSock, mapsDir: p.mapsDir, promex: v.Features["PROMEX"], tcpHosts: tcpHosts(o)}
+	r.httpsBinds, r.certsDir = tlsBinds(o), filepath.Join(o.ConfigDir, certsDirName)
 	port := strconv.Itoa(o.HTTPBindPort)
 	if !o.DisableHTTP {
 		if !o.DisableIPv4 {
@@ -108,9 +113,15 @@ func (r renderer) renderHead(st *state) (string, error) {
 	}
 	w := &cfgWriter{p: p}
 	r.global(w, st.global)
+	r.tlsGlobal(w, st)
 	r.defaults(w, st.global)
 	if len(r.httpBinds) > 0 {
 		r.httpFrontend(w, st.defaultBackend)
+		r.acceptProxy(w, "http", st.global.ProxyProtocol)
+		r.addSSLRedirect(w, st)
+	}
+	if r.httpsOn(st) {
+		r.httpsFrontend(w, st)
 	}
 	if r.stats != "" {
 		r.statsFrontend(w)
@@ -123,7 +134,7 @@ func (r renderer) renderHead(st *state) (string, error) {
 	if w.err != nil {
 		return "", w.err
 	}
-	return strings.TrimPrefix(p.String(), "\n"), nil
+	return r.headFeatures(strings.TrimPrefix(p.String(), "\n"), st), nil
 }
 
 // renderCache keeps the rendered text of the sections before the backends
@@ -139,10 +150,12 @@ type renderCache struct {
 type headKey struct {
 	global         model.Global
 	defaultBackend string
+	extras         string
+	tls            tlsHead
 }
 
 func (c *renderCache) head(r renderer, st *state) (string, error) {
-	k := headKey{st.global, st.defaultBackend}
+	k := headKey{st.global, st.defaultBackend, st.extras.key(), st.tls.head}
 	if c.headText != "" && c.headKey == k {
 		return c.headText, nil
 	}
@@ -203,7 +216,7 @@ func (c *renderCache) backend(r renderer, name string, b *backend) (string, erro
 	if i < 0 {
 		return "", fmt.Errorf("render backend %s: section missing from config-parser output", name)
 	}
-	text := out[i:]
+	text := withBackendFeatures(out[i:], spec) + backendExtraSections(spec)
 	if c.entries == nil {
 		c.entries = map[string]cachedBackend{}
 	}
@@ -269,29 +282,9 @@ func (r renderer) defaults(w *cfgWriter, g model.Global) {
 // then the path alone, then the default backend.
 func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string) {
 	const fe = "http"
-	exact, prefix := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix)
-	notFound := "!{ var(txn.backend) -m found }"
-	setVar := func(name, expr, cond string) types.Action {
-		a := &actions.SetVar{VarScope: "txn", VarName: name, Expr: common.Expression{Expr: []string{expr}}}
-		if cond != "" {
-			a.Cond, a.CondTest = "if", cond
-		}
-		return a
-	}
 	w.section(parser.Frontends, fe)
 	w.set(parser.Frontends, fe, "bind", slices.Clone(r.httpBinds))
-	w.set(parser.Frontends, fe, "http-request", []types.Action{
-		setVar("host", "req.hdr(host),field(1,:),lower", ""),
-		setVar("path", "path", ""),
-		setVar("hostpath", "var(txn.host),concat(,txn.path)", ""),
-		setVar("backend", "var(txn.hostpath),map_str("+exact+")", ""),
-		setVar("backend", "var(txn.hostpath),map_beg("+prefix+")", notFound),
-		setVar("wildcard", "var(txn.host),regsub(^[^.]*,*),concat(,txn.path)", notFound),
-		setVar("backend", "var(txn.wildcard),map_str("+exact+")", notFound),
-		setVar("backend", "var(txn.wildcard),map_beg("+prefix+")", notFound),
-		setVar("backend", "var(txn.path),map_str("+exact+")", notFound),
-		setVar("backend", "var(txn.path),map_beg("+prefix+")", notFound),
-	})
+	w.set(parser.Frontends, fe, "http-request", r.routingActions())
 	w.set(parser.Frontends, fe, "use_backend", []types.UseBackend{{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
 	}})
@@ -320,18 +313,20 @@ func (r renderer) statsFrontend(w *cfgWriter) {
 func (r renderer) backend(w *cfgWriter, b *backend) {
 	name := b.spec.Name
 	w.section(parser.Backends, name)
+	if b.spec.TCP {
+		w.set(parser.Backends, name, "mode", &types.StringC{Value: "tcp"})
+	}
 	if b.spec.Balance != "" {
 		w.set(parser.Backends, name, "balance", &types.Balance{Algorithm: b.spec.Balance})
 	}
 	if b.spec.ForwardedFor {
 		w.set(parser.Backends, name, "option forwardfor", &types.OptionForwardFor{})
 	}
-	if b.spec.Check {
-		opts := []params.ServerOption{&params.ServerOptionWord{Name: "check"}}
-		if b.spec.CheckInterval > 0 {
-			opts = append(opts, &params.ServerOptionValue{Name: "inter", Value: haproxyDuration(b.spec.CheckInterval)})
-		}
+	if opts := append(defaultServerOptions(b.spec), r.serverTLSOptions(b.spec)...); len(opts) > 0 {
 		w.set(parser.Backends, name, "default-server", []types.DefaultServer{{Params: opts}})
+	}
+	if !b.spec.TCP {
+		r.backendFeatures(w, b)
 	}
 	servers := make([]types.Server, len(b.slots))
 	for i, s := range b.slots {
@@ -477,6 +472,12 @@ func Render(o Options, want *model.Desired) (map[string][]byte, error) {
 	files := map[string][]byte{"haproxy.cfg": []byte(cfg)}
 	for _, name := range mapNames {
 		files["maps/"+name+".map"] = mapFile(st.maps[name])
+	}
+	for _, p := range st.extras.errorPages {
+		files["errorfiles/"+p.file] = []byte(p.content)
+	}
+	if r.httpsOn(st) {
+		renderTLSFiles(r, st, files)
 	}
 	return files, nil
 }

@@ -21,6 +21,10 @@ type state struct {
 	backends       map[string]*backend
 	// maps by name (model.MapExact, model.MapPrefix): key -> backend name.
 	maps map[string]map[string]string
+	// extras are the error pages, TCP services and capture slots.
+	extras extras
+	// tls is the https frontend's certificates and redirects (tls.go).
+	tls tlsState
 }
 
 // backendSpec is the structural part of a backend: a change needs a reload.
@@ -31,6 +35,18 @@ type backendSpec struct {
 	CheckInterval            time.Duration
 	ForwardedFor             bool
 	Slots                    int
+	// SSL, Proto, CAFile and CrtFile are the server TLS options (tls.go);
+	// the files are paths under certs/ named after their content.
+	SSL                    bool
+	Proto, CAFile, CrtFile string
+	// Rules are the rendered frontend-feature rules (feat_rules.go) and
+	// Snippet the backend-config-snippet, one directive per line; TCP
+	// makes it a mode tcp backend.
+	Rules, Snippet string
+	TCP            bool
+	// Features are health checks, persistence, client identity, access
+	// control, authentication and rate limiting (feat_backend.go).
+	Features model.BackendFeatures
 }
 
 type backend struct {
@@ -90,6 +106,8 @@ func (s *state) clone() *state {
 	c := &state{
 		global:         s.global,
 		defaultBackend: s.defaultBackend,
+		extras:         s.extras,
+		tls:            s.tls.clone(),
 		backends:       make(map[string]*backend, len(s.backends)),
 		maps:           make(map[string]map[string]string, len(s.maps)),
 	}
@@ -181,6 +199,11 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 		if spec.CheckInterval < 0 || !spec.Check {
 			spec.CheckInterval = 0
 		}
+		if !featureSpec(&spec, b, func(format string, args ...any) { reject(svc, format, args...) }) {
+			continue
+		}
+		backendTLSSpec(&spec, b, &st.tls, func(format string, args ...any) { reject(svc, format, args...) })
+		spec.Features = checkedFeatures(b.Features, func(format string, args ...any) { reject(svc, "backend "+b.Name+": "+format, args...) })
 		seen := map[epKey]bool{}
 		var eps []model.Endpoint
 		for _, e := range b.Endpoints {
@@ -200,6 +223,8 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 		spec.Slots = max(spec.Slots, len(eps))
 		st.backends[b.Name] = &backend{spec: spec, endpoints: eps}
 	}
+	st.extras = featureExtras(want, st, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
+	st.tls.fill(want, reject)
 	if want.DefaultBackend != "" {
 		if _, ok := st.backends[want.DefaultBackend]; ok {
 			st.defaultBackend = want.DefaultBackend
@@ -278,7 +303,7 @@ func assignSlots(prev []slot, eps []model.Endpoint, n int) []slot {
 
 // sameStructure reports whether b can be reached from a by runtime changes.
 func sameStructure(a, b *state) bool {
-	if a.global != b.global || a.defaultBackend != b.defaultBackend || len(a.backends) != len(b.backends) {
+	if a.global != b.global || a.defaultBackend != b.defaultBackend || len(a.backends) != len(b.backends) || !a.extras.equal(b.extras) || a.tls.head != b.tls.head {
 		return false
 	}
 	for n, ab := range a.backends {
@@ -298,6 +323,12 @@ func structuralChanges(a, b *state) []string {
 	}
 	if a.defaultBackend != b.defaultBackend {
 		out = append(out, fmt.Sprintf("default backend %q->%q", a.defaultBackend, b.defaultBackend))
+	}
+	if !a.extras.equal(b.extras) {
+		out = append(out, "error pages, TCP services or captures")
+	}
+	if a.tls.head != b.tls.head {
+		out = append(out, "https frontend (default certificate or client CA)")
 	}
 	for _, n := range slices.Sorted(maps.Keys(b.backends)) {
 		ab, ok := a.backends[n]
@@ -353,6 +384,9 @@ func withSlots(cur, target *state) {
 // hold them, and target's map entries that point at backends cur has.
 func runtimeSubset(cur, target *state) *state {
 	next := cur.clone()
+	if next.tls.head == target.tls.head {
+		next.tls.defaultCert, next.tls.certs, next.tls.redirects = target.tls.defaultCert, target.tls.certs, target.tls.redirects
+	}
 	for n, b := range next.backends {
 		tb, ok := target.backends[n]
 		if !ok {

@@ -108,6 +108,9 @@ func (d *Driver) check(ctx context.Context, st *state) (cfg string, err error) {
 	if err := d.ensureMapFiles(); err != nil {
 		return "", err
 	}
+	if err := d.rend.writeErrorPages(st); err != nil {
+		return "", err
+	}
 	tmp, err := writeTemp(d.paths.config, []byte(cfg))
 	if err != nil {
 		return "", err

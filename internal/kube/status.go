@@ -32,6 +32,9 @@ type StatusOptions struct {
 	// ClearOnShutdown clears the status of served Ingresses when the daemon
 	// stops (--update-status-on-shutdown).
 	ClearOnShutdown bool
+	// OnLeading, when set, is told when this daemon starts (true) and
+	// stops (false) writing status.
+	OnLeading func(bool)
 }
 
 // StatusWriter keeps the status of served Ingresses equal to the published
@@ -43,6 +46,14 @@ type StatusWriter struct {
 	opts StatusOptions
 	log  *slog.Logger
 	want []networkingv1.IngressLoadBalancerIngress
+
+	// leads tracks the lead callback, which leaderelection runs in a
+	// goroutine of its own: Run waits for it, so that clearing status on
+	// shutdown finishes before the daemon exits.
+	leads sync.WaitGroup
+	// stopping is closed when Run's context ends: only then does losing
+	// the lead mean shutting down (and clearing, when asked to).
+	stopping <-chan struct{}
 
 	mu      sync.Mutex
 	served  map[model.ObjectRef]bool
@@ -87,6 +98,7 @@ func (s *StatusWriter) Leading() bool {
 
 // Run takes part in the election until ctx ends.
 func (s *StatusWriter) Run(ctx context.Context) error {
+	s.stopping = ctx.Done()
 	id, _ := os.Hostname()
 	id = fmt.Sprintf("%s_%d", id, os.Getpid())
 	lock := &resourcelock.LeaseLock{
@@ -102,12 +114,22 @@ func (s *StatusWriter) Run(ctx context.Context) error {
 		ReleaseOnCancel: true,
 		Name:            "perimeter-status",
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: s.lead,
+			OnStartedLeading: func(ctx context.Context) {
+				s.leads.Add(1)
+				defer s.leads.Done()
+				s.lead(ctx)
+			},
 			OnStoppedLeading: func() {
 				s.mu.Lock()
+				was := s.leading
 				s.leading = false
 				s.mu.Unlock()
-				s.log.Info("stopped writing Ingress status")
+				if was {
+					s.log.Info("stopped writing Ingress status")
+				}
+				if s.opts.OnLeading != nil {
+					s.opts.OnLeading(false)
+				}
 			},
 		},
 	})
@@ -118,6 +140,7 @@ func (s *StatusWriter) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		le.Run(ctx)
 	}
+	s.leads.Wait()
 	return nil
 }
 
@@ -126,13 +149,22 @@ func (s *StatusWriter) lead(ctx context.Context) {
 	s.leading = true
 	s.mu.Unlock()
 	s.log.Info("writing Ingress status", "addresses", s.opts.Addresses)
+	if s.opts.OnLeading != nil {
+		s.opts.OnLeading(true)
+	}
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
 	for {
 		s.sync(ctx, false)
 		select {
 		case <-ctx.Done():
-			if s.opts.ClearOnShutdown {
+			shutdown := false
+			select {
+			case <-s.stopping:
+				shutdown = true
+			default:
+			}
+			if s.opts.ClearOnShutdown && shutdown {
 				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				s.sync(cctx, true)
 				cancel()

@@ -171,12 +171,13 @@ func (w *Watcher) Synced() bool {
 
 // WatchSecrets makes the set of watched Secrets exactly refs (NS/NAME):
 // new ones get an informer, ones no longer referenced are dropped, so
-// Secrets that nothing served refers to are never read.
-func (w *Watcher) WatchSecrets(refs []string) {
+// Secrets that nothing served refers to are never read. It reports whether
+// it started a watch: a snapshot taken now lists that Secret as pending.
+func (w *Watcher) WatchSecrets(refs []string) (started bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ctx == nil {
-		return
+		return false
 	}
 	want := map[string]bool{}
 	for _, r := range refs {
@@ -209,7 +210,9 @@ func (w *Watcher) WatchSecrets(refs []string) {
 		}()
 		go s.inf.Run(merged)
 		w.secrets[r] = s
+		started = true
 	}
+	return started
 }
 
 // Snapshot copies the caches' current content. Objects are shared with the
@@ -258,7 +261,10 @@ func (w *Watcher) Snapshot() *model.Snapshot {
 	s.ErrorFiles = cm(w.opts.ErrorFiles)
 	s.TCPServices = cm(w.opts.TCPServices)
 	w.mu.Lock()
-	for _, sec := range w.secrets {
+	for ref, sec := range w.secrets {
+		if !sec.inf.HasSynced() {
+			s.PendingSecrets = append(s.PendingSecrets, ref)
+		}
 		for _, o := range sec.inf.GetStore().List() {
 			s.Secrets = append(s.Secrets, o.(*corev1.Secret))
 		}

@@ -12,13 +12,18 @@ import (
 type Daemon struct {
 	Registry     *prometheus.Registry
 	Reloads      *prometheus.CounterVec // reason, result
-	RuntimeOps   prometheus.Counter
+	RuntimeOps   *prometheus.CounterVec // kind (server, map, cert), result
 	SyncSeconds  prometheus.Histogram
 	Problems     prometheus.Gauge
 	Quarantined  prometheus.Gauge
 	Generation   prometheus.Gauge
 	CacheObjects *prometheus.GaugeVec // kind
 	Ready        prometheus.Gauge
+	// Certificates is the expiry time (Unix seconds) of each served
+	// certificate, by name ("<namespace>_<secret>" or "default").
+	Certificates *prometheus.GaugeVec // name, secret
+	// StatusLeader is 1 while this daemon writes Ingress status.
+	StatusLeader prometheus.Gauge
 }
 
 // New registers the daemon collectors and Go's runtime collectors.
@@ -29,9 +34,9 @@ func New() *Daemon {
 		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "perimeter_haproxy_reloads_total", Help: "HAProxy reloads by reason and result.",
 		}, []string{"reason", "result"}),
-		RuntimeOps: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "perimeter_haproxy_runtime_operations_total", Help: "Changes applied through the HAProxy Runtime API without a reload.",
-		}),
+		RuntimeOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "perimeter_haproxy_runtime_operations_total", Help: "HAProxy Runtime API commands sent instead of a reload, by kind (server, map, cert) and result.",
+		}, []string{"kind", "result"}),
 		SyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "perimeter_sync_duration_seconds", Help: "Time from a cache change to HAProxy applying it.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -51,8 +56,14 @@ func New() *Daemon {
 		Ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "perimeter_ready", Help: "1 once caches are synced and HAProxy serves the first full configuration.",
 		}),
+		Certificates: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "perimeter_certificate_expiry_timestamp_seconds", Help: "Expiry (notAfter, Unix time) of each certificate the https frontend serves.",
+		}, []string{"name", "secret"}),
+		StatusLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "perimeter_status_leader", Help: "1 while this daemon holds the Lease and writes Ingress status.",
+		}),
 	}
-	r.MustRegister(d.Reloads, d.RuntimeOps, d.SyncSeconds, d.Problems, d.Quarantined, d.Generation, d.CacheObjects, d.Ready,
+	r.MustRegister(d.Reloads, d.RuntimeOps, d.SyncSeconds, d.Problems, d.Quarantined, d.Generation, d.CacheObjects, d.Ready, d.Certificates, d.StatusLeader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return d
 }

@@ -34,6 +34,7 @@ func (b *builder) finishBackend(st *backendState) *Backend {
 	}}
 	svc := b.services[nsName{st.namespace, st.service}]
 	b.applyBackendSettings(&draft, st, svc)
+	b.finishFeatures(&draft, st)
 
 	// A backend whose Service or port is missing keeps its routes: HAProxy
 	// answers 503 for them rather than letting the request fall through to

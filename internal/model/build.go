@@ -48,6 +48,8 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.secretRefs(ings)
 	b.buildMaps()
 	b.finishBackends()
+	b.buildTLS(ings)
+	b.features()
 	b.finish()
 	return b.d
 }

@@ -36,6 +36,10 @@ func Dump(d *Desired) string {
 			fmt.Fprintf(&w, "  %s %s\n", f.name, f.val)
 		}
 	}
+	dumpGlobalFeatures(&w, d)
+	if d.Global.ProxyProtocol != "" {
+		fmt.Fprintf(&w, "  proxy-protocol %s\n", d.Global.ProxyProtocol)
+	}
 
 	w.WriteString("\ndefault-backend ")
 	switch {
@@ -51,6 +55,8 @@ func Dump(d *Desired) string {
 		fmt.Fprintf(&w, "\nbackend %s service=%s/%s port=%s\n", b.Name, b.Namespace, b.Service, b.Port)
 		fmt.Fprintf(&w, "  balance=%s check=%t check-interval=%s forwarded-for=%t slots=%d\n",
 			b.Balance, b.Check, dur(b.CheckInterval), b.ForwardedFor, b.Slots)
+		dumpHTTPRules(&w, b)
+		dumpBackendFeatures(&w, b)
 		for _, e := range b.Endpoints {
 			addr := e.Address
 			if strings.Contains(addr, ":") {
@@ -100,6 +106,8 @@ func Dump(d *Desired) string {
 	for _, ref := range d.SecretRefs {
 		fmt.Fprintf(&w, "  %s\n", ref)
 	}
+
+	dumpTLS(&w, d)
 
 	w.WriteString("\nproblems\n")
 	for _, p := range d.Problems {

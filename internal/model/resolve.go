@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,9 +26,11 @@ func (b *builder) configMap() {
 					continue
 				}
 				raw = strings.TrimSpace(raw)
-				if err := s.check(raw); err != nil {
+				err := s.check(raw)
+				if err != nil {
 					b.problem(ref, ReasonInvalidConfigMapKey, "key %s=%q: %v; %s", key, raw, err, fallbackNote(s, ScopeConfigMap))
-				} else {
+				}
+				if err == nil || s.failClosed != 0 {
 					if b.cmValues == nil {
 						b.cmValues = values{}
 					}
@@ -54,6 +57,9 @@ func (b *builder) configMap() {
 
 // fallbackNote says what applies instead of a rejected value.
 func fallbackNote(s *Setting, scope Scope) string {
+	if s.failClosed != 0 {
+		return "the backend answers " + strconv.Itoa(s.failClosed) + " to every request until it is fixed (fail closed)"
+	}
 	lower := strings.ReplaceAll((s.Scopes & (scope - 1)).String(), ",", " or ")
 	switch {
 	case lower != "" && s.Default != "":
@@ -86,9 +92,11 @@ func (b *builder) annotationValues(ref ObjectRef, ann map[string]string, scope S
 				continue
 			}
 			raw = strings.TrimSpace(raw)
-			if err := s.check(raw); err != nil {
+			err := s.check(raw)
+			if err != nil {
 				b.problem(ref, ReasonInvalidAnnotation, "annotation %s=%q: %v; %s", key, raw, err, fallbackNote(s, scope))
-			} else {
+			}
+			if err == nil || s.failClosed != 0 {
 				if v == nil {
 					v = values{}
 				}

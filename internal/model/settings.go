@@ -46,6 +46,8 @@ func (t Target) String() string {
 		return "global"
 	case TargetBackend:
 		return "backend"
+	case TargetTLS:
+		return "tls"
 	}
 	return "unknown"
 }
@@ -76,6 +78,9 @@ type Setting struct {
 	check      func(string) error
 	setBackend func(*backendDraft, string)
 	setGlobal  func(*Global, string)
+	// failClosed, when not 0, keeps an invalid value at its scope and
+	// makes the backend answer this status (feat_backend.go).
+	failClosed int
 	// annotations are the full annotation keys, prefix-major, built once so
 	// lookups do not allocate.
 	annotations []string
@@ -91,6 +96,7 @@ func (s *Setting) names() []string {
 type backendDraft struct {
 	Backend
 	serversIncrement int
+	feat             backendFeatureDraft
 }
 
 // backendSetting binds a parser to a Backend field.
@@ -168,10 +174,6 @@ var settings = func() []Setting {
 			Name: "hard-stop-after", Scopes: ScopeConfigMap,
 			Doc: "Longest time an old worker may keep serving after a reload.",
 		}, durationParser(), func(g *Global, v time.Duration) { g.HardStopAfter = v }),
-		globalSetting(Setting{
-			Name: "ssl-redirect", Scopes: ScopeConfigMap,
-			Doc: "Redirect HTTP requests to HTTPS.",
-		}, boolParser(), func(g *Global, v bool) { g.SSLRedirect = v }),
 		timeout("timeout-client", "Client inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutClient = v }),
 		timeout("timeout-connect", "Timeout to connect to a server.", func(g *Global, v time.Duration) { g.TimeoutConnect = v }),
 		timeout("timeout-server", "Server inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutServer = v }),
@@ -181,6 +183,8 @@ var settings = func() []Setting {
 		timeout("timeout-tunnel", "Inactivity timeout of tunnels (WebSocket, CONNECT).", func(g *Global, v time.Duration) { g.TimeoutTunnel = v }),
 	}
 	list = append(list, frontendFeatureSettings()...)
+	list = append(list, backendFeatureSettings()...)
+	list = append(list, tlsSettings()...)
 	for i := range list {
 		s := &list[i]
 		for _, p := range AnnotationPrefixes {

@@ -31,6 +31,10 @@ func TestSettingsTable(t *testing.T) {
 			if s.setGlobal == nil || s.Scopes != ScopeConfigMap {
 				t.Errorf("%s: global settings come from the ConfigMap only", s.Name)
 			}
+		case TargetTLS:
+			if s.check == nil {
+				t.Errorf("%s: TLS setting without parser", s.Name)
+			}
 		default:
 			t.Errorf("%s: no target", s.Name)
 		}

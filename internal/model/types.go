@@ -21,6 +21,10 @@ type Snapshot struct {
 	EndpointSlices []*discoveryv1.EndpointSlice
 	// Secrets holds only the Secrets that served objects reference.
 	Secrets []*corev1.Secret
+	// PendingSecrets lists, as NAMESPACE/NAME, referenced Secrets whose
+	// watch has not completed its first list: their absence is not (yet) a
+	// problem (tls.go).
+	PendingSecrets []string
 	// ConfigMap is the controller ConfigMap (--configmap); nil when absent.
 	ConfigMap *corev1.ConfigMap
 	// ErrorFiles is --configmap-errorfiles; TCPServices is --configmap-tcp-services.
@@ -44,6 +48,12 @@ type Options struct {
 	// ConfigSnippets lists the snippet kinds enabled by --config-snippets
 	// ("global", "backend"); snippets are ignored unless named here.
 	ConfigSnippets []string
+	// DefaultSSLCertificate is --default-ssl-certificate as NAMESPACE/NAME
+	// (the ConfigMap's ssl-certificate wins); DefaultCertificate is the PEM
+	// (chain then key) served when neither gives a valid certificate: the
+	// daemon generates it at start, the model never does (tls.go).
+	DefaultSSLCertificate string
+	DefaultCertificate    []byte
 }
 
 // Controller is the IngressClass spec.controller prefix we answer to,
@@ -81,6 +91,12 @@ type Desired struct {
 	// SecretRefs lists, as NAMESPACE/NAME, every Secret that served objects
 	// reference, so that only those are watched.
 	SecretRefs []string
+	// TLS is what the https frontend serves (tls.go).
+	TLS TLS
+	// ErrorPages are the --configmap-errorfiles pages, sorted by Code.
+	ErrorPages []ErrorPage
+	// TCPServices are the --configmap-tcp-services frontends, sorted by Port.
+	TCPServices []TCPService
 }
 
 // Global holds ConfigMap-level settings. Zero values mean HAProxy's or the
@@ -98,6 +114,19 @@ type Global struct {
 	TimeoutHTTPKeepAlive time.Duration
 	TimeoutQueue         time.Duration
 	TimeoutTunnel        time.Duration
+
+	// ProxyProtocol lists the sources the http frontend accepts the
+	// PROXY protocol from (feat_backend.go); "" = none.
+	ProxyProtocol CIDRList
+
+	// TLS is the https frontend's policy (tls.go).
+	TLS TLSPolicy
+
+	// Log is syslog-server, log-format and dontlognull (feat_global.go).
+	Log LogSettings
+	// ConfigSnippet is global-config-snippet, one directive per line; empty
+	// unless --config-snippets enables "global".
+	ConfigSnippet string
 }
 
 // Backend is one Service port. Every field is already validated: renderers
@@ -121,6 +150,18 @@ type Backend struct {
 	Slots int
 	// Endpoints sorted by address then port, unique.
 	Endpoints []Endpoint
+	// TLS is how HAProxy connects to the servers (tls.go).
+	TLS BackendTLS
+	// Features are health checks, persistence, client identity, access
+	// control, authentication and rate limiting (feat_backend.go).
+	Features BackendFeatures
+
+	// HTTP holds the request/response rules of the frontend annotations
+	// (redirects, rewrites, headers, captures, CORS) and the backend
+	// snippet (feat_http.go).
+	HTTP HTTPRules
+	// TCP marks the backend of a --configmap-tcp-services entry (mode tcp).
+	TCP bool
 }
 
 // Endpoint is one pod address serving a backend.

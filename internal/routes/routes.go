@@ -91,10 +91,10 @@ type Status struct {
 	NextHop netip.Addr `json:"nextHop,omitzero"`
 	// Gateway is the on-link gateway written to the kernel; it differs
 	// from NextHop when the next hop was resolved recursively.
-	Gateway netip.Addr `json:"gateway,omitzero"`
-	LinkIndex int      `json:"linkIndex,omitempty"`
-	State     State    `json:"state"`
-	Error     string   `json:"error,omitempty"`
+	Gateway   netip.Addr `json:"gateway,omitzero"`
+	LinkIndex int        `json:"linkIndex,omitempty"`
+	State     State      `json:"state"`
+	Error     string     `json:"error,omitempty"`
 }
 
 // kernelRoute is what we wrote (or found) in the kernel for a destination.

@@ -162,8 +162,9 @@ perimeter is serving. Try:
   curl -I -H 'Host: nothing.here' http://127.0.0.1:%[1]d/     # 404 from the built-in default backend
   curl -s http://127.0.0.1:%[2]d/metrics | grep perimeter_    # the daemon's metrics
   curl -s http://127.0.0.1:%[3]d/stats                        # HAProxy's stats page
-  KUBECONFIG=%[4]s kubectl -n demo get ingress,svc,endpointslices
   %[5]s explain --kubeconfig=%[6]s --host foo.bar --path /
+  %[5]s render --kubeconfig=%[6]s               # the haproxy.cfg and maps it applies
+  export KUBECONFIG=%[4]s                        # admin identity, for kubectl if installed
 
 Ctrl-C tears everything down.
 `, *httpPort, *ctrlPort, *statsPort, c.AdminKubeconfig, *bin, c.DaemonKubeconfig)

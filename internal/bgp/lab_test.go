@@ -1,0 +1,586 @@
+package bgp
+
+// The BIRD lab: real BIRD 2 daemons standing in for Calico nodes, each in its
+// own network namespace, bridged to an "edge" namespace where Perimeter's
+// speaker and route manager run. The edge runs as a child process (this test
+// binary, re-executed under `ip netns exec`): a network namespace belongs to
+// a thread, and GoBGP's goroutines would not stay on one, so the whole
+// process must live in the edge namespace.
+//
+// Addresses: links in 198.19.64.0/24 (edge 198.19.64.1 on br0, node i at
+// 198.19.64.(10+i)), pods in 198.18.64.0/18 (node i's blocks in
+// 198.18.(64+i).0/24). All inside namespaces the tests create.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/perimeter-ingress/perimeter/internal/routes"
+)
+
+const envEdge = "PERIMETER_BGP_TEST_EDGE"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(envEdge); spec != "" {
+		os.Exit(runEdge(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// edgeSpec configures the edge child process.
+type edgeSpec struct {
+	Socket            string
+	ListenPort        int
+	PodCIDRs          []string
+	HoldSeconds       int
+	StaleTimeout      time.Duration
+	KeepRoutesOnExit  bool
+	DisableGR         bool
+	NodePasswordKey   string
+	StaticPeers       []string
+	ResyncInterval    time.Duration
+	PeerWithNodes     bool
+	InitialState      *edgeState
+	GracefulRestartTm time.Duration
+	BlockSize         int
+}
+
+// edgeState is a ClusterState with its secrets in a JSON-friendly form.
+type edgeState struct {
+	ClusterState
+	Passwords map[string]string // SecretRef.String() -> value
+}
+
+var labSecret = SecretRef{Namespace: "calico-system", Name: "bgp", Key: "mesh"}
+
+// runEdge is the child process: speaker + route manager in the edge
+// namespace, controlled over a unix socket.
+func runEdge(specPath string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	fail := func(err error) int { log.Error("edge failed", "err", err); return 1 }
+	raw, err := os.ReadFile(specPath)
+	if err != nil {
+		return fail(err)
+	}
+	var spec edgeSpec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return fail(err)
+	}
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return fail(err)
+	}
+	rm, err := routes.New(routes.Config{ResyncInterval: spec.ResyncInterval}, h, log, nil)
+	if err != nil {
+		return fail(err)
+	}
+	src := newChanSource()
+	cfg := Config{
+		LocalAS: 64512, RouterID: netip.MustParseAddr("198.19.64.1"), ListenPort: spec.ListenPort,
+		PeerWithNodes: spec.PeerWithNodes, HoldTime: time.Duration(spec.HoldSeconds) * time.Second,
+		KeepaliveInterval: time.Second, ConnectRetry: time.Second, StaleTimeout: spec.StaleTimeout,
+		KeepRoutesOnExit: spec.KeepRoutesOnExit, DisableGracefulRestart: spec.DisableGR,
+		GracefulRestartTime: spec.GracefulRestartTm, BlockSize: spec.BlockSize, Source: src,
+	}
+	if spec.NodePasswordKey != "" {
+		ref := labSecret
+		cfg.NodePassword = &ref
+	}
+	for _, c := range spec.PodCIDRs {
+		cfg.PodCIDRs = append(cfg.PodCIDRs, netip.MustParsePrefix(c))
+	}
+	for _, f := range spec.StaticPeers {
+		p, err := ParsePeerFlag(f)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Peers = append(cfg.Peers, p)
+	}
+	sp, err := New(cfg, rm, log, nil)
+	if err != nil {
+		return fail(err)
+	}
+	push := func(es edgeState) {
+		st := es.ClusterState
+		st.Secrets = map[SecretRef]string{}
+		for k, v := range es.Passwords {
+			r, err := ParseSecretRef(k)
+			if err == nil {
+				st.Secrets[r] = v
+			}
+		}
+		src.ch <- st
+	}
+	if spec.InitialState == nil {
+		spec.InitialState = &edgeState{}
+	}
+	push(*spec.InitialState)
+	mux := http.NewServeMux()
+	mux.Handle("GET /debug/bgp", sp.Handler())
+	mux.HandleFunc("POST /state", func(w http.ResponseWriter, r *http.Request) {
+		var es edgeState
+		if err := json.NewDecoder(r.Body).Decode(&es); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		push(es)
+	})
+	l, err := net.Listen("unix", spec.Socket)
+	if err != nil {
+		return fail(err)
+	}
+	hs := &http.Server{Handler: mux}
+	go func() { _ = hs.Serve(l) }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err = sp.Run(ctx)
+	_ = hs.Close()
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("edge exited cleanly")
+	return 0
+}
+
+// lab is one test's set of namespaces and processes.
+type lab struct {
+	t      testing.TB
+	id     string
+	dir    string
+	edgeNS string
+	edgeH  *netlink.Handle
+	ns     netns.NsHandle
+	nodes  []*birdNode
+	edge   *edgeProc
+	port   int
+}
+
+var labCounter atomic.Int32
+
+func requireLab(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("BIRD lab needs root, network namespaces and bird2 (skipped in -short mode)")
+	}
+	if os.Geteuid() != 0 {
+		tb.Skip("BIRD lab needs root to create network namespaces (run the tests as root)")
+	}
+	for _, bin := range []string{"bird", "birdc", "ip"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			tb.Skipf("BIRD lab needs %s (apt-get install bird2 iproute2)", bin)
+		}
+	}
+}
+
+func newLab(tb testing.TB) *lab {
+	tb.Helper()
+	requireLab(tb)
+	id := fmt.Sprintf("bgp-%d-%d", os.Getpid(), labCounter.Add(1))
+	l := &lab{t: tb, id: id, dir: tb.TempDir(), edgeNS: id + "-edge", port: 1790}
+	l.ip("netns", "add", l.edgeNS)
+	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", l.edgeNS).Run() })
+	l.ip("-n", l.edgeNS, "link", "set", "lo", "up")
+	l.ip("-n", l.edgeNS, "link", "add", "br0", "type", "bridge")
+	l.ip("-n", l.edgeNS, "addr", "add", "198.19.64.1/24", "dev", "br0")
+	l.ip("-n", l.edgeNS, "link", "set", "br0", "up")
+	ns, err := netns.GetFromName(l.edgeNS)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ns.Close() })
+	l.ns = ns
+	if l.edgeH, err = netlink.NewHandleAt(ns); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(l.edgeH.Close)
+	return l
+}
+
+func (l *lab) ip(args ...string) {
+	l.t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		l.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// birdNode is a BIRD daemon in its own namespace playing a Calico node.
+type birdNode struct {
+	lab      *lab
+	i        int
+	name     string
+	ns       string
+	addr     string
+	conf     string
+	ctl      string
+	logPath  string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	settings birdSettings
+}
+
+// birdSettings shape a node's bird.conf.
+type birdSettings struct {
+	Addr, Edge  string
+	EdgePort    int
+	GR          bool
+	GRTime      int
+	Password    string
+	Static      []birdStatic
+	RouterIDTag int
+}
+
+type birdStatic struct {
+	Name     string
+	Disabled bool
+	Routes   []string
+}
+
+var birdConf = template.Must(template.New("bird").Parse(`router id {{.Addr}};
+log stderr all;
+protocol device { scan time 10; }
+{{range .Static}}
+protocol static {{.Name}} {
+{{- if .Disabled}}
+	disabled;
+{{- end}}
+	ipv4;
+{{- range .Routes}}
+	route {{.}} blackhole;
+{{- end}}
+}
+{{end}}
+protocol bgp edge {
+	local {{.Addr}} as 64512;
+	neighbor {{.Edge}} port {{.EdgePort}} as 64512;
+	hold time 9;
+	connect delay time 1;
+	connect retry time 1;
+	error wait time 1, 2;
+{{- if .GR}}
+	graceful restart on;
+	graceful restart time {{.GRTime}};
+{{- else}}
+	graceful restart off;
+{{- end}}
+{{- if .Password}}
+	password "{{.Password}}";
+{{- end}}
+	ipv4 { import none; export where source = RTS_STATIC; next hop self; };
+}
+`))
+
+// addNode creates node-i's namespace and link; start runs its BIRD.
+func (l *lab) addNode(s birdSettings) *birdNode {
+	l.t.Helper()
+	i := len(l.nodes) + 1
+	n := &birdNode{lab: l, i: i, name: fmt.Sprintf("node-%d", i), ns: fmt.Sprintf("%s-n%d", l.id, i),
+		addr: fmt.Sprintf("198.19.64.%d", 10+i)}
+	n.conf = filepath.Join(l.dir, n.name+".conf")
+	n.ctl = filepath.Join(l.dir, n.name+".ctl")
+	n.logPath = filepath.Join(l.dir, n.name+".log")
+	s.Addr, s.Edge, s.EdgePort = n.addr, "198.19.64.1", l.port
+	n.settings = s
+	l.ip("netns", "add", n.ns)
+	l.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.ns).Run() })
+	l.ip("-n", n.ns, "link", "set", "lo", "up")
+	veth := fmt.Sprintf("vn%d", i)
+	l.ip("-n", l.edgeNS, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", n.ns)
+	l.ip("-n", l.edgeNS, "link", "set", veth, "master", "br0", "up")
+	l.ip("-n", n.ns, "addr", "add", n.addr+"/24", "dev", "eth0")
+	l.ip("-n", n.ns, "link", "set", "eth0", "up")
+	l.nodes = append(l.nodes, n)
+	l.t.Cleanup(func() {
+		n.kill(syscall.SIGKILL)
+		if l.t.Failed() {
+			if b, err := os.ReadFile(n.logPath); err == nil {
+				l.t.Logf("%s BIRD log (tail):\n%s", n.name, tail(b, 30))
+			}
+		}
+	})
+	return n
+}
+
+func (n *birdNode) writeConf() {
+	var b bytes.Buffer
+	if err := birdConf.Execute(&b, n.settings); err != nil {
+		n.lab.t.Fatal(err)
+	}
+	if err := os.WriteFile(n.conf, b.Bytes(), 0o600); err != nil {
+		n.lab.t.Fatal(err)
+	}
+}
+
+func (n *birdNode) start() {
+	t := n.lab.t
+	t.Helper()
+	n.writeConf()
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", n.ns, "bird", "-f", "-c", n.conf, "-s", n.ctl)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start bird for %s: %v", n.name, err)
+	}
+	n.cmd, n.exited = cmd, make(chan struct{})
+	exited := n.exited
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	eventually(t, 10*time.Second, func() string {
+		if err := exec.Command("birdc", "-s", n.ctl, "show", "status").Run(); err != nil {
+			return fmt.Sprintf("%s: birdc not answering: %v", n.name, err)
+		}
+		return ""
+	})
+}
+
+func (n *birdNode) birdc(args ...string) {
+	n.lab.t.Helper()
+	out, err := exec.Command("birdc", append([]string{"-s", n.ctl}, args...)...).CombinedOutput()
+	if err != nil {
+		n.lab.t.Fatalf("birdc %s on %s: %v: %s", strings.Join(args, " "), n.name, err, out)
+	}
+}
+
+// kill signals BIRD; SIGTERM makes it send Cease, SIGKILL drops the TCP
+// session without a word (as a crash does).
+func (n *birdNode) kill(sig syscall.Signal) {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-n.exited:
+		return
+	default:
+	}
+	_ = n.cmd.Process.Signal(sig)
+	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		_ = n.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	select {
+	case <-n.exited:
+	case <-time.After(10 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.exited
+	}
+}
+
+// edgeProc is the edge child process.
+type edgeProc struct {
+	cmd     *exec.Cmd
+	socket  string
+	logPath string
+	exited  chan struct{}
+	err     error
+	client  *http.Client
+}
+
+func (l *lab) startEdge(spec edgeSpec) *edgeProc {
+	t := l.t
+	t.Helper()
+	n := 0
+	if l.edge != nil {
+		n = 1
+	}
+	spec.Socket = filepath.Join(l.dir, fmt.Sprintf("edge%d.sock", n))
+	spec.ListenPort = l.port
+	if spec.HoldSeconds == 0 {
+		spec.HoldSeconds = 9
+	}
+	if spec.StaleTimeout == 0 {
+		spec.StaleTimeout = time.Minute
+	}
+	raw, _ := json.Marshal(spec)
+	specPath := filepath.Join(l.dir, fmt.Sprintf("edge%d.json", n))
+	if err := os.WriteFile(specPath, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &edgeProc{socket: spec.Socket, logPath: filepath.Join(l.dir, "edge.log"), exited: make(chan struct{})}
+	logf, err := os.OpenFile(e.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cmd = exec.Command("ip", "netns", "exec", l.edgeNS, exe)
+	e.cmd.Env = append(os.Environ(), envEdge+"="+specPath)
+	e.cmd.Stdout, e.cmd.Stderr = logf, logf
+	if err := e.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { e.err = e.cmd.Wait(); logf.Close(); close(e.exited) }()
+	t.Cleanup(func() {
+		e.stop(t, syscall.SIGKILL)
+		if t.Failed() {
+			if b, err := os.ReadFile(e.logPath); err == nil {
+				t.Logf("edge log (tail):\n%s", tail(b, 60))
+			}
+		}
+	})
+	e.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", e.socket)
+		}}}
+	eventually(t, 10*time.Second, func() string {
+		select {
+		case <-e.exited:
+			t.Fatalf("edge exited at start: %v", e.err)
+		default:
+		}
+		if _, err := e.status(); err != nil {
+			return "edge not answering: " + err.Error()
+		}
+		return ""
+	})
+	l.edge = e
+	return e
+}
+
+// stop signals the edge and waits for it to exit.
+func (e *edgeProc) stop(t testing.TB, sig syscall.Signal) error {
+	select {
+	case <-e.exited:
+		return e.err
+	default:
+	}
+	_ = e.cmd.Process.Signal(sig)
+	select {
+	case <-e.exited:
+	case <-time.After(20 * time.Second):
+		t.Errorf("edge did not exit on %v", sig)
+		_ = e.cmd.Process.Kill()
+		<-e.exited
+	}
+	return e.err
+}
+
+func (e *edgeProc) status() (Status, error) {
+	var st Status
+	resp, err := e.client.Get("http://edge/debug/bgp?format=json")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return st, fmt.Errorf("status %s: %s", resp.Status, b)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+func (e *edgeProc) text(t testing.TB) string {
+	resp, err := e.client.Get("http://edge/debug/bgp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func (e *edgeProc) push(t testing.TB, st ClusterState, passwords map[string]string) {
+	t.Helper()
+	raw, _ := json.Marshal(edgeState{ClusterState: st, Passwords: passwords})
+	resp, err := e.client.Post("http://edge/state", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("push state: %s", resp.Status)
+	}
+}
+
+// kernel returns the edge's routes with our protocol: "dst via gw".
+func (l *lab) kernel() map[string]string {
+	l.t.Helper()
+	rs, err := l.edgeH.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.DefaultProtocol},
+		netlink.RT_FILTER_PROTOCOL)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range rs {
+		out[r.Dst.String()] = r.Gw.String()
+	}
+	return out
+}
+
+func (l *lab) showRoutes() string {
+	out, _ := exec.Command("ip", "-n", l.edgeNS, "route", "show", "table", "all").CombinedOutput()
+	return string(out)
+}
+
+// waitKernel polls until the routes with our protocol are exactly want.
+func (l *lab) waitKernel(timeout time.Duration, want map[string]string) {
+	l.t.Helper()
+	eventually(l.t, timeout, func() string {
+		got := l.kernel()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Sprintf("edge routes (proto 201) = %v\nwant %v\n%s", got, want, l.showRoutes())
+		}
+		return ""
+	})
+}
+
+func (l *lab) nodeState(nodes ...*birdNode) []Node {
+	var out []Node
+	for _, n := range nodes {
+		a := netip.MustParseAddr(n.addr)
+		out = append(out, Node{Name: n.name, PeerAddress: a, Addresses: []netip.Addr{a}})
+	}
+	return out
+}
+
+func tail(b []byte, n int) string {
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// block returns node i's j-th /26.
+func block(i, j int) string { return fmt.Sprintf("198.18.%d.%d/26", 64+i, 64*j) }
+
+func peerStatus(st Status, addr string) PeerStatus {
+	for _, p := range st.Peers {
+		if p.Address.String() == addr {
+			return p
+		}
+	}
+	return PeerStatus{}
+}

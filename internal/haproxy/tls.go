@@ -1,0 +1,610 @@
+package haproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	parser "github.com/haproxytech/client-native/v6/config-parser"
+	"github.com/haproxytech/client-native/v6/config-parser/common"
+	"github.com/haproxytech/client-native/v6/config-parser/params"
+	"github.com/haproxytech/client-native/v6/config-parser/parsers/actions"
+	httpactions "github.com/haproxytech/client-native/v6/config-parser/parsers/http/actions"
+	"github.com/haproxytech/client-native/v6/config-parser/types"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// The https frontend serves the default certificate (certs/default.pem)
+// to clients whose SNI matches nothing, and the Ingress certificates through
+// a crt-list (certs/crt-list) whose entries carry their SNI names. Adding,
+// removing and rotating certificates goes through the Runtime API (new /
+// set / commit ssl cert, add / del ssl crt-list) and never reloads; the
+// files are kept equal to what HAProxy runs, so a reload or restart loads
+// the same. CA bundles and backend client certificates have content-derived
+// names: a new content is a new file and a (rare) reload.
+
+const (
+	certsDirName       = "certs"
+	crtListName        = "crt-list"
+	defaultCertFile    = model.DefaultCertificateName + ".pem"
+	sslRedirectMapFile = model.MapSSLRedirect + ".map"
+)
+
+// tlsState is the TLS part of a state.
+type tlsState struct {
+	head tlsHead
+	// defaultCert is nil when there is no certificate at all: no https.
+	defaultCert *tlsCert
+	// certs are the SNI certificates by name (file certs/<name>.pem).
+	certs map[string]*tlsCert
+	// redirects is the ssl-redirect map: host -> "CODE" or "CODE:PORT".
+	redirects map[string]string
+	// files are the CA bundles and backend client certificates, by path
+	// under certs/ ("ca/<name>.pem", "client/<name>.pem").
+	files map[string][]byte
+}
+
+// tlsHead is the structural part: a change needs a reload.
+type tlsHead struct {
+	enabled bool // a default certificate exists
+	// clientCA is the path under certs/ of the client CA bundle; "" none.
+	clientCA        string
+	clientCAInvalid bool
+	clientOptional  bool
+}
+
+type tlsCert struct {
+	pem   []byte
+	hosts []string
+}
+
+func (c *tlsCert) equal(o *tlsCert) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	return bytes.Equal(c.pem, o.pem) && slices.Equal(c.hosts, o.hosts)
+}
+
+func (t tlsState) clone() tlsState {
+	t.certs = maps.Clone(t.certs)
+	t.redirects = maps.Clone(t.redirects)
+	t.files = maps.Clone(t.files)
+	return t
+}
+
+var (
+	certNameRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,250}$`)
+	redirectValueRE = regexp.MustCompile(`^(301|302|303|307|308)(:[0-9]{1,5})?$`)
+	pemLineRE       = regexp.MustCompile(`^(-----(BEGIN|END) [A-Z0-9 ]{1,40}-----|[A-Za-z0-9+/=]{1,100})$`)
+)
+
+// safePEM accepts only PEM armour and base64 lines: what reaches a file and
+// a Runtime API payload can never end the payload early or carry anything
+// else.
+func safePEM(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if !pemLineRE.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// backendTLSSpec copies a backend's TLS settings into its spec and its
+// files into t.
+func backendTLSSpec(spec *backendSpec, b *model.Backend, t *tlsState, reject func(string, ...any)) {
+	bt := b.TLS
+	spec.SSL = bt.SSL
+	if bt.Proto == "h2" {
+		spec.Proto = "h2"
+	}
+	if bt.CA != nil {
+		if !certNameRE.MatchString(bt.CA.Name) || !safePEM(bt.CA.PEM) {
+			reject("backend %s: server CA %q is not usable; the backend gets no servers", b.Name, bt.CA.Name)
+			spec.CAFile = "ca/invalid.pem"
+		} else {
+			spec.CAFile = "ca/" + bt.CA.Name + ".pem"
+			t.addFile(spec.CAFile, bt.CA.PEM)
+		}
+	}
+	if bt.Cert != nil {
+		if !certNameRE.MatchString(bt.Cert.Name) || !safePEM(bt.Cert.PEM) {
+			reject("backend %s: client certificate %q is not usable", b.Name, bt.Cert.Name)
+		} else {
+			spec.CrtFile = "client/" + bt.Cert.Name + ".pem"
+			t.addFile(spec.CrtFile, bt.Cert.PEM)
+		}
+	}
+}
+
+func (t *tlsState) addFile(path string, data []byte) {
+	if t.files == nil {
+		t.files = map[string][]byte{}
+	}
+	t.files[path] = data
+}
+
+// fill sets the frontend part of t from want.
+func (t *tlsState) fill(want *model.Desired, reject func(model.ObjectRef, string, ...any)) {
+	if c := want.TLS.Default; c != nil {
+		if safePEM(c.PEM) {
+			t.defaultCert = &tlsCert{pem: c.PEM}
+			t.head.enabled = true
+		} else {
+			reject(c.Secret, "default certificate %s is not plain PEM; HTTPS is not served", c.Name)
+		}
+	}
+	t.certs = map[string]*tlsCert{}
+	for _, c := range want.TLS.Certificates {
+		if c == nil {
+			continue
+		}
+		if !certNameRE.MatchString(c.Name) || c.Name == model.DefaultCertificateName || !safePEM(c.PEM) {
+			reject(c.Secret, "certificate %q cannot be written; its hosts get the default certificate", c.Name)
+			continue
+		}
+		var hosts []string
+		for _, h := range c.Hosts {
+			if safeToken(h) && !strings.ContainsAny(h, "[]!") {
+				hosts = append(hosts, h)
+			}
+		}
+		t.certs[c.Name] = &tlsCert{pem: c.PEM, hosts: hosts}
+	}
+	t.redirects = map[string]string{}
+	for k, v := range want.Maps[model.MapSSLRedirect] {
+		if safeToken(k) && redirectValueRE.MatchString(v) {
+			t.redirects[k] = v
+		} else {
+			reject(model.ObjectRef{}, "ssl-redirect map: entry %q %q dropped", k, v)
+		}
+	}
+	if ca := want.TLS.ClientCA; ca != nil {
+		if len(ca.PEM) == 0 || !certNameRE.MatchString(ca.Name) || !safePEM(ca.PEM) {
+			t.head.clientCAInvalid = true
+		} else {
+			t.head.clientCA = "ca/" + ca.Name + ".pem"
+			t.addFile(t.head.clientCA, ca.PEM)
+		}
+	}
+	t.head.clientOptional = want.Global.TLS.ClientCertOptional
+}
+
+// tlsBinds are the https frontend's addresses (nil when disabled).
+func tlsBinds(o Options) []types.Bind {
+	if o.HTTPSBindPort == 0 {
+		return nil
+	}
+	port := strconv.Itoa(o.HTTPSBindPort)
+	var out []types.Bind
+	if !o.DisableIPv4 {
+		out = append(out, types.Bind{Path: net.JoinHostPort(o.IPv4BindAddress, port)})
+	}
+	if !o.DisableIPv6 {
+		out = append(out, types.Bind{
+			Path:   net.JoinHostPort(o.IPv6BindAddress, port),
+			Params: []params.BindOption{&params.BindOptionWord{Name: "v6only"}},
+		})
+	}
+	return out
+}
+
+func (r renderer) certPath(rel string) string { return filepath.Join(r.certsDir, rel) }
+
+// httpsOn reports whether the https frontend is rendered for st.
+func (r renderer) httpsOn(st *state) bool {
+	return len(r.httpsBinds) > 0 && st.tls.head.enabled
+}
+
+// tlsGlobal writes the bind defaults of the TLS policy.
+func (r renderer) tlsGlobal(w *cfgWriter, st *state) {
+	if !r.httpsOn(st) {
+		return
+	}
+	const sec = parser.GlobalSectionName
+	p := st.global.TLS
+	minVer := cmpOr(p.MinVersion, model.DefaultMinVersion)
+	w.set(parser.Global, sec, "ssl-default-bind-options", &types.StringC{Value: "ssl-min-ver " + minVer + " no-tls-tickets"})
+	if c := cmpOr(p.Ciphers, model.DefaultCiphers); safeToken(c) {
+		w.set(parser.Global, sec, "ssl-default-bind-ciphers", &types.StringC{Value: c})
+	}
+	if c := cmpOr(p.Ciphersuites, model.DefaultCiphersuites); safeToken(c) {
+		w.set(parser.Global, sec, "ssl-default-bind-ciphersuites", &types.StringC{Value: c})
+	}
+}
+
+func cmpOr(v, dflt string) string {
+	if v == "" {
+		return dflt
+	}
+	return v
+}
+
+// routingActions are the http-request rules that pick the backend from the
+// maps, shared by the http and https frontends so both route alike.
+func (r renderer) routingActions() []types.Action {
+	exact, prefix := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix)
+	notFound := "!{ var(txn.backend) -m found }"
+	return []types.Action{
+		setVar("host", "req.hdr(host),field(1,:),lower", ""),
+		setVar("path", "path", ""),
+		setVar("hostpath", "var(txn.host),concat(,txn.path)", ""),
+		setVar("backend", "var(txn.hostpath),map_str("+exact+")", ""),
+		setVar("backend", "var(txn.hostpath),map_beg("+prefix+")", notFound),
+		setVar("wildcard", "var(txn.host),regsub(^[^.]*,*),concat(,txn.path)", notFound),
+		setVar("backend", "var(txn.wildcard),map_str("+exact+")", notFound),
+		setVar("backend", "var(txn.wildcard),map_beg("+prefix+")", notFound),
+		setVar("backend", "var(txn.path),map_str("+exact+")", notFound),
+		setVar("backend", "var(txn.path),map_beg("+prefix+")", notFound),
+	}
+}
+
+func setVar(name, expr, cond string) types.Action {
+	a := &actions.SetVar{VarScope: "txn", VarName: name, Expr: common.Expression{Expr: []string{expr}}}
+	if cond != "" {
+		a.Cond, a.CondTest = "if", cond
+	}
+	return a
+}
+
+// redirectCodes are the codes ssl-redirect-code accepts: one rule each,
+// since HAProxy takes the code as a constant.
+var redirectCodes = []string{"301", "302", "303", "307", "308"}
+
+// sslRedirectActions redirect plain-HTTP requests for the hosts of the
+// ssl-redirect map (exact host, then wildcard) to HTTPS, keeping the path
+// and query; the map value gives the code and, after ":", the port. Map
+// entries change at run time, so a host gains or loses its redirect with
+// no reload.
+func (r renderer) sslRedirectActions() []types.Action {
+	m := r.certPathMap()
+	out := []types.Action{
+		setVar("ssl_redirect", "var(txn.host),map_str("+m+")", ""),
+		setVar("ssl_redirect", "var(txn.host),regsub(^[^.]*,*),map_str("+m+")", "!{ var(txn.ssl_redirect) -m found }"),
+		setVar("ssl_code", "var(txn.ssl_redirect),field(1,:)", "{ var(txn.ssl_redirect) -m found }"),
+	}
+	for _, code := range redirectCodes {
+		out = append(out, &httpactions.Redirect{
+			Type:  "prefix",
+			Value: "https://%[var(txn.host)]%[var(txn.ssl_redirect),regsub(^[0-9]*,)]",
+			Code:  code,
+			Cond:  "if", CondTest: "{ var(txn.ssl_code) -m str " + code + " }",
+		})
+	}
+	return out
+}
+
+func (r renderer) certPathMap() string { return r.mapPath(model.MapSSLRedirect) }
+
+// httpsFrontend terminates TLS and routes like the http frontend.
+func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
+	const fe = "https"
+	h := st.tls.head
+	opts := []params.BindOption{
+		&params.BindOptionWord{Name: "ssl"},
+		&params.BindOptionValue{Name: "crt", Value: r.certPath(defaultCertFile)},
+		&params.BindOptionValue{Name: "crt-list", Value: r.certPath(crtListName)},
+	}
+	if alpn := cmpOr(st.global.TLS.ALPN, model.DefaultALPN); safeToken(alpn) {
+		opts = append(opts, &params.BindOptionValue{Name: "alpn", Value: alpn})
+	}
+	if h.clientCA != "" {
+		verify := "required"
+		if h.clientOptional {
+			verify = "optional"
+		}
+		opts = append(opts,
+			&params.BindOptionValue{Name: "ca-file", Value: r.certPath(h.clientCA)},
+			&params.BindOptionValue{Name: "verify", Value: verify})
+	}
+	binds := make([]types.Bind, len(r.httpsBinds))
+	for i, b := range r.httpsBinds {
+		binds[i] = types.Bind{Path: b.Path, Params: append(slices.Clone(b.Params), opts...)}
+	}
+	w.section(parser.Frontends, fe)
+	w.set(parser.Frontends, fe, "bind", binds)
+	var rules []types.Action
+	if h.clientCAInvalid {
+		// The client CA Secret is broken: fail closed.
+		rules = append(rules, &httpactions.Deny{})
+	}
+	if h.clientCA != "" && h.clientOptional {
+		// verify optional still refuses a certificate that fails
+		// verification unless told otherwise; only a missing one passes.
+		rules = append(rules, &httpactions.Deny{Cond: "if", CondTest: "{ ssl_c_used } !{ ssl_c_verify 0 }"})
+	}
+	rules = append(rules, &httpactions.SetHeader{Name: "X-Forwarded-Proto", Fmt: "https"})
+	rules = append(rules, r.routingActions()...)
+	w.set(parser.Frontends, fe, "http-request", rules)
+	w.set(parser.Frontends, fe, "use_backend", []types.UseBackend{{
+		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
+	}})
+	def := st.defaultBackend
+	if def == "" {
+		def = builtin404
+	}
+	w.set(parser.Frontends, fe, "default_backend", &types.StringC{Value: def})
+}
+
+// addSSLRedirect appends the redirect rules to the http frontend.
+func (r renderer) addSSLRedirect(w *cfgWriter, st *state) {
+	if w.err != nil || len(r.httpBinds) == 0 || !r.httpsOn(st) {
+		return
+	}
+	data, err := w.p.Get(parser.Frontends, "http", "http-request")
+	if err != nil {
+		w.err = fmt.Errorf("render frontend http: %w", err)
+		return
+	}
+	rules, _ := data.([]types.Action)
+	w.set(parser.Frontends, "http", "http-request", append(slices.Clone(rules), r.sslRedirectActions()...))
+}
+
+// serverTLSOptions are the default-server options of a TLS backend.
+func (r renderer) serverTLSOptions(spec backendSpec) []params.ServerOption {
+	var opts []params.ServerOption
+	if spec.SSL {
+		opts = append(opts, &params.ServerOptionWord{Name: "ssl"})
+		if spec.CAFile != "" {
+			opts = append(opts,
+				&params.ServerOptionValue{Name: "verify", Value: "required"},
+				&params.ServerOptionValue{Name: "ca-file", Value: r.certPath(spec.CAFile)})
+		} else {
+			opts = append(opts, &params.ServerOptionValue{Name: "verify", Value: "none"})
+		}
+		if spec.CrtFile != "" {
+			opts = append(opts, &params.ServerOptionValue{Name: "crt", Value: r.certPath(spec.CrtFile)})
+		}
+		if spec.Proto == "h2" {
+			opts = append(opts, &params.ServerOptionValue{Name: "alpn", Value: "h2"})
+		}
+	} else if spec.Proto == "h2" {
+		opts = append(opts, &params.ServerOptionValue{Name: "proto", Value: "h2"})
+	}
+	return opts
+}
+
+// crtList renders the crt-list file: one line per SNI certificate with its
+// host names, sorted by name.
+func (r renderer) crtList(t tlsState) []byte {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(t.certs)) {
+		b.WriteString(r.crtListLine(name, t.certs[name]))
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
+}
+
+func (r renderer) crtListLine(name string, c *tlsCert) string {
+	line := r.certPath(name + ".pem")
+	if len(c.hosts) > 0 {
+		line += " " + strings.Join(c.hosts, " ")
+	}
+	return line
+}
+
+// tlsFiles are the files the TLS state needs, by path relative to
+// ConfigDir, with their modes. PEM files hold private keys: 0600.
+func (r renderer) tlsFiles(t tlsState) map[string][]byte {
+	files := map[string][]byte{
+		filepath.Join("maps", sslRedirectMapFile): mapFile(t.redirects),
+	}
+	if t.defaultCert == nil {
+		return files
+	}
+	files[filepath.Join(certsDirName, crtListName)] = r.crtList(t)
+	files[filepath.Join(certsDirName, defaultCertFile)] = t.defaultCert.pem
+	for name, c := range t.certs {
+		files[filepath.Join(certsDirName, name+".pem")] = c.pem
+	}
+	for p, data := range t.files {
+		files[filepath.Join(certsDirName, p)] = data
+	}
+	return files
+}
+
+// writeTLSFiles writes every TLS file of st that differs on disk; with
+// prune it removes the certificate files st does not need.
+func (d *Driver) writeTLSFiles(st *state, prune bool) error {
+	want := d.rend.tlsFiles(st.tls)
+	for _, dir := range []string{d.rend.certsDir, filepath.Join(d.rend.certsDir, "ca"), filepath.Join(d.rend.certsDir, "client")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create certificate directory: %w", err)
+		}
+	}
+	root := d.opts.ConfigDir
+	for rel, data := range want {
+		p := filepath.Join(root, rel)
+		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
+			continue
+		}
+		if err := writeFileAtomic(p, data, 0o600); err != nil {
+			return err
+		}
+	}
+	if !prune {
+		return nil
+	}
+	return filepath.WalkDir(d.rend.certsDir, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if _, ok := want[rel]; !ok {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("remove %s: %w", rel, err)
+			}
+		}
+		return nil
+	})
+}
+
+// runtimeStep is one Runtime API command, with its payload when it takes
+// one (certificates, crt-list entries).
+type runtimeStep struct {
+	cmd, payload string
+	kind         string // "cert" or "map", for metrics
+}
+
+// tlsCommands moves the TLS state of cur to that of next (same
+// structure): pre runs before the server and map commands (so that a new
+// host has its certificate before it is routed), post after.
+func (d *Driver) tlsCommands(cur, next *state) (pre, post []runtimeStep) {
+	r := d.rend
+	mapPath := r.certPathMap()
+	if len(r.httpBinds) > 0 && r.httpsOn(next) {
+		for _, k := range slices.Sorted(maps.Keys(cur.tls.redirects)) {
+			if _, ok := next.tls.redirects[k]; !ok {
+				pre = append(pre, runtimeStep{cmd: "del map " + mapPath + " " + k, kind: "map"})
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(next.tls.redirects)) {
+			v := next.tls.redirects[k]
+			ov, ok := cur.tls.redirects[k]
+			switch {
+			case !ok:
+				pre = append(pre, runtimeStep{cmd: "add map " + mapPath + " " + k + " " + v, kind: "map"})
+			case ov != v:
+				pre = append(pre, runtimeStep{cmd: "set map " + mapPath + " " + k + " " + v, kind: "map"})
+			}
+		}
+	}
+	if !r.httpsOn(next) || !r.httpsOn(cur) {
+		return pre, post
+	}
+	list := r.certPath(crtListName)
+	set := func(path string, pem []byte) []runtimeStep {
+		return []runtimeStep{
+			{cmd: "set ssl cert " + path, payload: string(pem), kind: "cert"},
+			{cmd: "commit ssl cert " + path, kind: "cert"},
+		}
+	}
+	if !cur.tls.defaultCert.equal(next.tls.defaultCert) {
+		pre = append(pre, set(r.certPath(defaultCertFile), next.tls.defaultCert.pem)...)
+	}
+	var certs []runtimeStep
+	for _, name := range slices.Sorted(maps.Keys(next.tls.certs)) {
+		nc, oc := next.tls.certs[name], cur.tls.certs[name]
+		path := r.certPath(name + ".pem")
+		switch {
+		case oc == nil:
+			certs = append(certs, runtimeStep{cmd: "new ssl cert " + path, kind: "cert"})
+			certs = append(certs, set(path, nc.pem)...)
+			certs = append(certs, runtimeStep{cmd: "add ssl crt-list " + list, payload: r.crtListLine(name, nc), kind: "cert"})
+		case !nc.equal(oc):
+			if !bytes.Equal(nc.pem, oc.pem) {
+				certs = append(certs, set(path, nc.pem)...)
+			}
+			if !slices.Equal(nc.hosts, oc.hosts) {
+				certs = append(certs,
+					runtimeStep{cmd: "del ssl crt-list " + list + " " + path, kind: "cert"},
+					runtimeStep{cmd: "add ssl crt-list " + list, payload: r.crtListLine(name, nc), kind: "cert"})
+			}
+		}
+	}
+	pre = append(certs, pre...)
+	for _, name := range slices.Sorted(maps.Keys(cur.tls.certs)) {
+		if _, ok := next.tls.certs[name]; !ok {
+			path := r.certPath(name + ".pem")
+			post = append(post,
+				runtimeStep{cmd: "del ssl crt-list " + list + " " + path, kind: "cert"},
+				runtimeStep{cmd: "del ssl cert " + path, kind: "cert"})
+		}
+	}
+	return pre, post
+}
+
+// tlsRuntime sends certificate commands, with a multi-line payload when
+// they take one.
+type tlsRuntime interface {
+	ExecuteTLS(ctx context.Context, cmd, payload string) error
+}
+
+// ExecuteTLS sends one certificate command on a connection of its own: with
+// a payload, "cmd <<", the payload and an empty line (the payload syntax
+// ends the command line, so it cannot share one with other commands).
+func (r *socketRuntime) ExecuteTLS(ctx context.Context, cmd, payload string) error {
+	line := cmd
+	if payload != "" {
+		payload = strings.TrimRight(payload, "\n")
+		if strings.Contains(payload, "\n\n") {
+			return fmt.Errorf("runtime api: %q: payload holds an empty line", cmd)
+		}
+		line = cmd + " <<\n" + payload + "\n"
+	}
+	resp, err := r.roundTrip(ctx, line)
+	if err != nil {
+		return err
+	}
+	return checkTLSResponse(cmd, resp)
+}
+
+// checkTLSResponse knows what success looks like for certificate commands.
+func checkTLSResponse(cmd, resp string) error {
+	resp = strings.TrimSpace(resp)
+	ok := false
+	switch {
+	case strings.HasPrefix(cmd, "new ssl cert "):
+		ok = strings.HasPrefix(resp, "New empty certificate store")
+	case strings.HasPrefix(cmd, "set ssl cert "):
+		ok = strings.HasPrefix(resp, "Transaction created") || strings.HasPrefix(resp, "Transaction updated")
+	case strings.HasPrefix(cmd, "commit ssl cert "), strings.HasPrefix(cmd, "add ssl crt-list "):
+		ok = strings.HasSuffix(resp, "Success!")
+	case strings.HasPrefix(cmd, "del ssl crt-list "):
+		ok = strings.Contains(resp, "deleted in crtlist")
+	case strings.HasPrefix(cmd, "del ssl cert "):
+		ok = strings.HasSuffix(resp, "deleted!")
+	}
+	if !ok {
+		return &runtimeError{Command: cmd, Response: resp}
+	}
+	return nil
+}
+
+// execSteps runs steps in order and counts the commands by kind.
+func (d *Driver) execSteps(ctx context.Context, steps []runtimeStep, count map[string]int) error {
+	for _, s := range steps {
+		var err error
+		if s.kind == "cert" {
+			tr, ok := d.rt.(tlsRuntime)
+			if !ok {
+				return fmt.Errorf("runtime api: %s: certificate commands not supported", s.cmd)
+			}
+			err = tr.ExecuteTLS(ctx, s.cmd, s.payload)
+		} else {
+			_, err = d.rt.Execute(ctx, []string{s.cmd})
+		}
+		if err != nil {
+			return err
+		}
+		count[s.kind]++
+	}
+	return nil
+}
+
+// renderTLSFiles adds the TLS files to Render's output. Certificate files
+// are named but their content is not shown: they hold private keys.
+func renderTLSFiles(r renderer, st *state, files map[string][]byte) {
+	for rel, data := range r.tlsFiles(st.tls) {
+		if strings.HasSuffix(rel, ".pem") {
+			data = []byte("# PEM file, content not shown\n")
+		}
+		files[rel] = data
+	}
+}

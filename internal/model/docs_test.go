@@ -1,0 +1,170 @@
+package model
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const annotationsDoc = "../../docs/annotations.md"
+
+// settingExamples are examples for settings whose entry in the table has no
+// Example of its own.
+var settingExamples = map[string]string{
+	"load-balance":            "leastconn",
+	"check":                   "false",
+	"check-interval":          "10s",
+	"forwarded-for":           "false",
+	"servers-increment":       "100",
+	"maxconn":                 "20000",
+	"nbthread":                "4",
+	"hard-stop-after":         "30m",
+	"ssl-redirect":            "true",
+	"timeout-client":          "30s",
+	"timeout-connect":         "2s",
+	"timeout-server":          "1m",
+	"timeout-http-request":    "10s",
+	"timeout-http-keep-alive": "30s",
+	"timeout-queue":           "10s",
+	"timeout-tunnel":          "2h",
+}
+
+// renderedDefaults are the defaults the HAProxy renderer applies to keys
+// the model leaves at zero; the table shows them as the defaults.
+var renderedDefaults = map[string]string{
+	"timeout-client": "50s", "timeout-connect": "5s", "timeout-server": "50s", "timeout-http-request": "5s",
+	"timeout-http-keep-alive": "1m", "timeout-queue": "5s", "timeout-tunnel": "1h",
+}
+
+func settingDefault(s Setting) string {
+	if s.Default != "" {
+		return s.Default
+	}
+	return renderedDefaults[s.Name]
+}
+
+// settingExample is the Example of s, else one from settingExamples, else
+// the default.
+func settingExample(s Setting) string {
+	switch {
+	case s.Example != "":
+		return s.Example
+	case settingExamples[s.Name] != "":
+		return settingExamples[s.Name]
+	}
+	return s.Default
+}
+
+// annotationsTable renders docs/annotations.md from Settings().
+func annotationsTable() string {
+	var b strings.Builder
+	b.WriteString(`# Annotations and ConfigMap keys
+
+<!-- Generated from the model's settings table by
+     go test ./internal/model -run TestAnnotationsDoc -update
+     Do not edit by hand: TestAnnotationsDoc fails when this file and the code disagree. -->
+
+Every key below is a key of the controller ConfigMap (` + "`--configmap`" + `) and, where its
+scope says so, an annotation on an Ingress or a Service with one of the prefixes
+` + prefixList() + `. Precedence: Service, then Ingress (the oldest Ingress routing to the
+backend that sets a valid value), then ConfigMap, then the default. An invalid value
+is reported as an Event naming the object, the key, the value and why; the next scope
+or the default applies instead.
+
+"Applied" says whether a change goes out through HAProxy's Runtime API (runtime) or
+needs a reload (reload, hitless).
+
+| Key | Scope | Type | Default | Example | Applied | Description |
+|---|---|---|---|---|---|---|
+`)
+	list := Settings()
+	slices.SortFunc(list, func(a, b Setting) int { return strings.Compare(a.Name, b.Name) })
+	for _, s := range list {
+		key := "`" + s.Name + "`"
+		for _, a := range s.Aliases {
+			key += " (alias `" + a + "`)"
+		}
+		applied := "reload"
+		if s.Runtime {
+			applied = "runtime"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n",
+			key, strings.ReplaceAll(s.Scopes.String(), ",", ", "), cell(s.Type), code(settingDefault(s)), code(settingExample(s)), applied, cell(s.Doc))
+	}
+	return b.String()
+}
+
+func prefixList() string {
+	var p []string
+	for _, x := range AnnotationPrefixes {
+		p = append(p, "`"+x+"`")
+	}
+	return strings.Join(p, ", ")
+}
+
+// cell escapes what would break a Markdown table cell.
+func cell(s string) string {
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+func code(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "`" + strings.ReplaceAll(s, "|", `\|`) + "`"
+}
+
+var docKeyRE = regexp.MustCompile("(?m)^\\| `([a-z0-9.-]+)`")
+
+// TestAnnotationsDoc checks that docs/annotations.md documents exactly the
+// keys the code knows, and is what the code generates. Refresh with -update.
+func TestAnnotationsDoc(t *testing.T) {
+	want := annotationsTable()
+	if *update {
+		if err := os.WriteFile(annotationsDoc, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(annotationsDoc)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/model -run TestAnnotationsDoc -update)", err)
+	}
+	documented := map[string]bool{}
+	for _, m := range docKeyRE.FindAllStringSubmatch(string(got), -1) {
+		documented[m[1]] = true
+	}
+	code := map[string]bool{}
+	for _, s := range Settings() {
+		code[s.Name] = true
+		if !documented[s.Name] {
+			t.Errorf("key %s is in the code but not in %s", s.Name, annotationsDoc)
+		}
+	}
+	for k := range documented {
+		if !code[k] {
+			t.Errorf("key %s is documented in %s but the code lacks it", k, annotationsDoc)
+		}
+	}
+	if string(got) != want {
+		t.Errorf("%s is stale (run go test ./internal/model -run TestAnnotationsDoc -update):\n%s", annotationsDoc, lineDiff(string(got), want))
+	}
+}
+
+// TestSettingExamples checks that every documented example is a value the
+// code accepts.
+func TestSettingExamples(t *testing.T) {
+	for _, s := range Settings() {
+		ex := settingExample(s)
+		if ex == "" {
+			t.Errorf("%s: no example (set Setting.Example)", s.Name)
+			continue
+		}
+		if err := s.Check(ex); err != nil {
+			t.Errorf("%s: example %q rejected: %v", s.Name, ex, err)
+		}
+	}
+}

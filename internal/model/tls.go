@@ -1,0 +1,705 @@
+package model
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+// TLS problem reasons.
+const (
+	ReasonSecretNotFound  = "SecretNotFound"
+	ReasonInvalidSecret   = "InvalidSecret"
+	ReasonTLSHostConflict = "TLSHostConflict"
+)
+
+// MapSSLRedirect is the map of hosts whose plain-HTTP requests are
+// redirected to HTTPS: host -> "CODE" or "CODE:PORT".
+const MapSSLRedirect = "ssl-redirect"
+
+// DefaultCertificateName names the certificate served to clients whose SNI
+// matches no other certificate.
+const DefaultCertificateName = "default"
+
+// TLS is what the https frontend serves and the files backends use.
+type TLS struct {
+	// Default answers clients whose SNI matches no certificate; nil when
+	// Options.DefaultCertificate is empty and no Secret gives one.
+	Default *Certificate
+	// Certificates are the Ingress spec.tls Secrets, sorted by Name.
+	Certificates []*Certificate
+	// ClientCA verifies client certificates (ConfigMap client-ca); nil: no
+	// client authentication.
+	ClientCA *PEMFile
+}
+
+// TLSPolicy is the ConfigMap's TLS settings. Every value was validated.
+type TLSPolicy struct {
+	// ALPN is a comma-separated protocol list, e.g. "h2,http/1.1".
+	ALPN string
+	// MinVersion is an HAProxy ssl-min-ver value, e.g. "TLSv1.2".
+	MinVersion string
+	// Ciphers (TLS <= 1.2) and Ciphersuites (TLS 1.3) are OpenSSL lists.
+	Ciphers, Ciphersuites string
+	// ClientCertOptional lets clients without a certificate in when
+	// ClientCA is set (verify optional instead of required).
+	ClientCertOptional bool
+}
+
+// BackendTLS says how HAProxy connects to a backend's servers.
+type BackendTLS struct {
+	// SSL connects with TLS; without CA the server is not verified.
+	SSL bool
+	// Proto is "" or "h2" (HTTP/2: ALPN h2 with SSL, cleartext otherwise).
+	Proto string
+	// CA verifies the servers' certificates; Cert is presented to them.
+	CA   *PEMFile
+	Cert *Certificate
+	// CASecret and CertSecret are the server-ca and server-crt values as
+	// NAMESPACE/NAME, resolved into CA and Cert.
+	CASecret, CertSecret string
+}
+
+// Certificate is a validated certificate chain with its private key.
+type Certificate struct {
+	// Name is unique among certificates and safe as a file name:
+	// "<namespace>_<secret>" or DefaultCertificateName.
+	Name string
+	// Secret is where it came from; zero for the generated default.
+	Secret ObjectRef
+	// PEM is the chain (leaf first) then the key, re-encoded: no blank
+	// line, no comment, nothing but PEM blocks.
+	PEM []byte
+	// Hosts are the SNI names it serves, sorted; empty means the names in
+	// the certificate itself.
+	Hosts []string
+	// Subject and NotAfter describe the leaf, for logs and metrics.
+	Subject  string
+	NotAfter time.Time
+}
+
+// PEMFile is a validated bundle of CA certificates.
+type PEMFile struct {
+	// Name is "<namespace>_<secret>_<first 12 hex digits of sha256>": a
+	// new content is a new file.
+	Name   string
+	Secret ObjectRef
+	PEM    []byte
+}
+
+// Default TLS policy, applied by the renderer where TLSPolicy leaves a
+// field empty: TLS 1.2 and up with Mozilla's "intermediate" ciphers.
+const (
+	DefaultALPN         = "h2,http/1.1"
+	DefaultMinVersion   = "TLSv1.2"
+	DefaultCiphers      = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384"
+	DefaultCiphersuites = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+)
+
+// TargetTLS settings are read by the TLS step (certificates, client
+// authentication, redirects), per Ingress where their scope allows.
+const TargetTLS Target = 10
+
+// tlsValueSetting registers a setting whose value the TLS step reads.
+func tlsValueSetting[T any](s Setting, p parser[T]) Setting {
+	s.Target = TargetTLS
+	s.Type = p.desc
+	s.check = func(raw string) error { _, err := p.parse(raw); return err }
+	return s
+}
+
+// tlsSettings are the TLS entries of the settings table.
+func tlsSettings() []Setting {
+	const ingScopes = ScopeConfigMap | ScopeIngress
+	return []Setting{
+		tlsValueSetting(Setting{
+			Name: "ssl-redirect", Example: "true", Runtime: true, Scopes: ingScopes,
+			Doc: "Redirect plain-HTTP requests to HTTPS. Default: on for the hosts of Ingresses with spec.tls, off otherwise.",
+		}, boolParser()),
+		tlsValueSetting(Setting{
+			Name: "ssl-redirect-code", Example: "301", Runtime: true, Scopes: ingScopes, Default: "302",
+			Doc: "Status code of the HTTPS redirect.",
+		}, enumParser("301", "302", "303", "307", "308")),
+		tlsValueSetting(Setting{
+			Name: "ssl-redirect-port", Example: "8443", Runtime: true, Scopes: ingScopes,
+			Doc: "Port of the HTTPS redirect's target (default: none, i.e. 443).",
+		}, intRange(1, 65535)),
+		tlsValueSetting(Setting{
+			Name: "ssl-certificate", Example: "ingress/default-cert", Runtime: true, Scopes: ScopeConfigMap,
+			Doc: "Secret (kubernetes.io/tls) served to clients whose SNI matches no Ingress; overrides --default-ssl-certificate.",
+		}, tlsSecretParser()),
+		tlsValueSetting(Setting{
+			Name: "client-ca", Example: "ingress/client-ca", Scopes: ScopeConfigMap,
+			Doc: "Secret whose ca.crt (else tls.crt) verifies client certificates at the https frontend.",
+		}, tlsSecretParser()),
+		globalSetting(Setting{
+			Name: "client-crt-optional", Example: "true", Scopes: ScopeConfigMap,
+			Doc: "With client-ca: let clients without a certificate in (verify optional) instead of refusing them.",
+		}, boolParser(), func(g *Global, v bool) { g.TLS.ClientCertOptional = v }),
+		globalSetting(Setting{
+			Name: "tls-alpn", Example: "h2,http/1.1", Scopes: ScopeConfigMap,
+			Doc: "ALPN protocols offered by the https frontend (default h2,http/1.1).",
+		}, alpnParser(), func(g *Global, v string) { g.TLS.ALPN = v }),
+		globalSetting(Setting{
+			Name: "ssl-min-version", Example: "TLSv1.3", Scopes: ScopeConfigMap,
+			Doc: "Oldest TLS version the https frontend accepts (ssl-default-bind-options ssl-min-ver; default TLSv1.2).",
+		}, enumParser("TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3"), func(g *Global, v string) { g.TLS.MinVersion = v }),
+		globalSetting(Setting{
+			Name: "ssl-ciphers", Example: "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256", Scopes: ScopeConfigMap,
+			Doc: "OpenSSL cipher list for TLS 1.2 and older (ssl-default-bind-ciphers; default: Mozilla's intermediate list of ECDHE/DHE AES-GCM and ChaCha20 ciphers).",
+		}, cipherParser(), func(g *Global, v string) { g.TLS.Ciphers = v }),
+		globalSetting(Setting{
+			Name: "ssl-ciphersuites", Example: "TLS_AES_128_GCM_SHA256", Scopes: ScopeConfigMap,
+			Doc: "OpenSSL TLS 1.3 cipher suites (ssl-default-bind-ciphersuites; default TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256).",
+		}, cipherParser(), func(g *Global, v string) { g.TLS.Ciphersuites = v }),
+		backendSetting(Setting{
+			Name: "server-ssl", Example: "true", Scopes: backendScopes,
+			Doc: "Connect to the servers with TLS, without verifying their certificate (see server-ca).",
+		}, boolParser(), func(b *backendDraft, v bool) { b.TLS.SSL = v }),
+		backendSetting(Setting{
+			Name: "server-ca", Example: "pod-ca", Scopes: backendScopes,
+			Doc: "Secret (NAME or NAMESPACE/NAME; ca.crt, else tls.crt) whose CAs verify the servers' certificates; implies server-ssl.",
+		}, tlsSecretParser(), func(b *backendDraft, v string) { b.TLS.CASecret = v }),
+		backendSetting(Setting{
+			Name: "server-crt", Example: "pod-client-cert", Scopes: backendScopes,
+			Doc: "Secret (kubernetes.io/tls, NAME or NAMESPACE/NAME) presented to the servers as client certificate; implies server-ssl.",
+		}, tlsSecretParser(), func(b *backendDraft, v string) { b.TLS.CertSecret = v }),
+		backendSetting(Setting{
+			Name: "server-proto", Example: "h2", Scopes: backendScopes,
+			Doc: "Protocol spoken to the servers: h2 (ALPN h2 over TLS, cleartext HTTP/2 otherwise).",
+		}, enumParser("h2"), func(b *backendDraft, v string) { b.TLS.Proto = v }),
+	}
+}
+
+// tlsSecretParser accepts NAME or NAMESPACE/NAME (DNS names).
+func tlsSecretParser() parser[string] {
+	return parser[string]{
+		desc: "Secret NAME or NAMESPACE/NAME",
+		parse: func(s string) (string, error) {
+			ns, name, found := strings.Cut(s, "/")
+			if !found {
+				ns, name = "", s
+			}
+			if found {
+				if err := checkDNSLabel(ns); err != nil {
+					return "", fmt.Errorf("namespace: %w", err)
+				}
+			}
+			if err := checkDNSName(name); err != nil {
+				return "", fmt.Errorf("name: %w", err)
+			}
+			return s, nil
+		},
+	}
+}
+
+var (
+	alpnRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9./-]{0,31}(,[a-z0-9][a-z0-9./-]{0,31}){0,7}$`)
+	cipherRE = regexp.MustCompile(`^[A-Za-z0-9_:+-]+$`)
+)
+
+func alpnParser() parser[string] {
+	return parser[string]{
+		desc: "comma-separated protocols, e.g. h2,http/1.1",
+		parse: func(s string) (string, error) {
+			if !alpnRE.MatchString(s) {
+				return "", errors.New("want comma-separated protocol names of [a-z0-9./-]")
+			}
+			return s, nil
+		},
+	}
+}
+
+func cipherParser() parser[string] {
+	return parser[string]{
+		desc: "OpenSSL list of [A-Za-z0-9_:+-]",
+		parse: func(s string) (string, error) {
+			if len(s) > 2048 || !cipherRE.MatchString(s) {
+				return "", errors.New("only [A-Za-z0-9_:+-] are allowed")
+			}
+			return s, nil
+		},
+	}
+}
+
+func settingIndex(name string) int {
+	for i := range settings {
+		if settings[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// tlsBuilder resolves Secrets once per Build.
+type tlsBuilder struct {
+	b       *builder
+	secrets map[nsName]*corev1.Secret
+	pending map[string]bool
+	certs   map[string]certResult
+	refs    []string
+}
+
+type certResult struct {
+	cert *Certificate
+	err  error
+	// missing is true when the Secret does not exist (or is loading).
+	missing bool
+}
+
+// buildTLS fills Desired.TLS and the backends' TLS from the Secrets the
+// served objects reference. A Secret that is missing or invalid becomes a
+// Problem on the object that names it; its hosts get the default
+// certificate, everything else is unaffected.
+func (b *builder) buildTLS(ings []*networkingv1.Ingress) {
+	t := &tlsBuilder{b: b, secrets: map[nsName]*corev1.Secret{}, pending: map[string]bool{}, certs: map[string]certResult{}}
+	for _, s := range b.s.Secrets {
+		if s != nil {
+			t.secrets[nsName{s.Namespace, s.Name}] = s
+		}
+	}
+	for _, p := range b.s.PendingSecrets {
+		t.pending[p] = true
+	}
+	if raw, ok := b.cmValues[settingIndex("ssl-redirect")]; ok {
+		b.d.Global.SSLRedirect, _ = parseBool(raw)
+	}
+	t.defaultCertificate()
+	t.ingressCertificates(ings)
+	t.redirects(ings)
+	t.clientCA()
+	t.backends()
+	b.d.SecretRefs = append(b.d.SecretRefs, t.refs...)
+	slices.Sort(b.d.SecretRefs)
+	b.d.SecretRefs = slices.Compact(b.d.SecretRefs)
+}
+
+func (t *tlsBuilder) cmRef() ObjectRef {
+	cm := t.b.s.ConfigMap
+	if cm == nil {
+		return ObjectRef{Kind: "ConfigMap"}
+	}
+	return ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}
+}
+
+// secretKey splits a reference, NAME meaning a Secret of ns.
+func secretKey(ref, ns string) nsName {
+	if n, name, ok := strings.Cut(ref, "/"); ok {
+		return nsName{n, name}
+	}
+	return nsName{ns, ref}
+}
+
+// loadCert reads a kubernetes.io/tls Secret once per Build.
+func (t *tlsBuilder) loadCert(k nsName) certResult {
+	key := k.ns + "/" + k.name
+	t.refs = append(t.refs, key)
+	if r, ok := t.certs[key]; ok {
+		return r
+	}
+	var r certResult
+	sec := t.secrets[k]
+	switch {
+	case sec == nil:
+		r = certResult{missing: true, err: fmt.Errorf("Secret %s not found", key)}
+	case sec.Type != corev1.SecretTypeTLS && sec.Type != corev1.SecretTypeOpaque && sec.Type != "":
+		r.err = fmt.Errorf("Secret %s is of type %s, want %s", key, sec.Type, corev1.SecretTypeTLS)
+	default:
+		c, err := parseCertificate(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
+			r.err = fmt.Errorf("Secret %s: %w", key, err)
+			break
+		}
+		c.Name = k.ns + "_" + k.name
+		c.Secret = ObjectRef{Kind: "Secret", Namespace: k.ns, Name: k.name}
+		r.cert = c
+	}
+	t.certs[key] = r
+	return r
+}
+
+// report records a Secret problem on obj, unless the Secret is still being
+// loaded.
+func (t *tlsBuilder) report(obj ObjectRef, k nsName, r certResult, fallback string) {
+	if r.missing && t.pending[k.ns+"/"+k.name] {
+		return
+	}
+	reason := ReasonInvalidSecret
+	if r.missing {
+		reason = ReasonSecretNotFound
+	}
+	t.b.problem(obj, reason, "%v; %s", r.err, fallback)
+}
+
+// parseCertificate checks that certPEM and keyPEM hold a certificate chain
+// and its private key and re-encodes them as one bundle.
+func parseCertificate(certPEM, keyPEM []byte) (*Certificate, error) {
+	if len(certPEM) == 0 || len(keyPEM) == 0 {
+		return nil, fmt.Errorf("%s and %s are both required", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("not a matching certificate and key: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("certificate: %w", err)
+	}
+	var out bytes.Buffer
+	for _, der := range pair.Certificate {
+		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	}
+	// X509KeyPair found the key; take the same block again, as written.
+	rest := keyPEM
+	for {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			return nil, errors.New("private key: no PEM block")
+		}
+		if blk.Type == "PRIVATE KEY" || strings.HasSuffix(blk.Type, " PRIVATE KEY") {
+			_ = pem.Encode(&out, &pem.Block{Type: blk.Type, Bytes: blk.Bytes})
+			break
+		}
+	}
+	return &Certificate{PEM: out.Bytes(), Subject: leaf.Subject.String(), NotAfter: leaf.NotAfter.UTC()}, nil
+}
+
+// parseCABundle checks that data holds at least one CA certificate and
+// re-encodes it.
+func parseCABundle(data []byte) ([]byte, error) {
+	var out bytes.Buffer
+	n := 0
+	for rest := data; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			return nil, fmt.Errorf("CA certificate %d: %w", n+1, err)
+		}
+		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: blk.Bytes})
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("no PEM certificate")
+	}
+	return out.Bytes(), nil
+}
+
+// loadCA reads a CA bundle Secret: key ca.crt, else tls.crt.
+func (t *tlsBuilder) loadCA(k nsName) (*PEMFile, certResult) {
+	key := k.ns + "/" + k.name
+	t.refs = append(t.refs, key)
+	sec := t.secrets[k]
+	if sec == nil {
+		return nil, certResult{missing: true, err: fmt.Errorf("Secret %s not found", key)}
+	}
+	data := sec.Data["ca.crt"]
+	if len(data) == 0 {
+		data = sec.Data[corev1.TLSCertKey]
+	}
+	bundle, err := parseCABundle(data)
+	if err != nil {
+		return nil, certResult{err: fmt.Errorf("Secret %s: %w", key, err)}
+	}
+	sum := sha256.Sum256(bundle)
+	return &PEMFile{
+		Name:   k.ns + "_" + k.name + "_" + hex.EncodeToString(sum[:6]),
+		Secret: ObjectRef{Kind: "Secret", Namespace: k.ns, Name: k.name},
+		PEM:    bundle,
+	}, certResult{}
+}
+
+func (t *tlsBuilder) defaultCertificate() {
+	b := t.b
+	ref, from := "", ""
+	if raw, ok := b.cmValues[settingIndex("ssl-certificate")]; ok {
+		ref, from = raw, "ConfigMap ssl-certificate"
+	} else if b.o.DefaultSSLCertificate != "" {
+		ref, from = b.o.DefaultSSLCertificate, "--default-ssl-certificate"
+	}
+	if ref != "" {
+		k := secretKey(ref, "")
+		obj := t.cmRef()
+		if from != "ConfigMap ssl-certificate" {
+			obj = ObjectRef{Kind: "Secret", Namespace: k.ns, Name: k.name}
+		}
+		switch {
+		case k.ns == "":
+			b.problem(obj, ReasonInvalidOption, "%s %q: want NAMESPACE/NAME; the generated default certificate is served", from, ref)
+		default:
+			r := t.loadCert(k)
+			if r.err == nil {
+				c := *r.cert
+				c.Name = DefaultCertificateName
+				b.d.TLS.Default = &c
+				return
+			}
+			t.report(obj, k, r, "the generated default certificate is served")
+		}
+	}
+	if len(b.o.DefaultCertificate) == 0 {
+		return
+	}
+	c, err := parseCertificate(b.o.DefaultCertificate, b.o.DefaultCertificate)
+	if err != nil {
+		b.problem(ObjectRef{Kind: "Flag"}, ReasonInvalidOption, "generated default certificate: %v; HTTPS is not served", err)
+		return
+	}
+	c.Name = DefaultCertificateName
+	b.d.TLS.Default = c
+}
+
+// ingressCertificates gives every spec.tls host its certificate. The
+// oldest Ingress wins a host two Secrets claim.
+func (t *tlsBuilder) ingressCertificates(ings []*networkingv1.Ingress) {
+	b := t.b
+	byName := map[string]*Certificate{}
+	owner := map[string]string{} // host -> certificate name
+	ownerIng := map[string]*networkingv1.Ingress{}
+	// ownNames marks certificates some spec.tls entry names without hosts:
+	// they serve the names they carry. Others serve only the hosts they
+	// won, so a certificate that lost every host is not served at all.
+	ownNames := map[string]bool{}
+	for _, ing := range ings {
+		ref := ingressRef(ing)
+		for _, entry := range ing.Spec.TLS {
+			if entry.SecretName == "" {
+				continue
+			}
+			k := nsName{ing.Namespace, entry.SecretName}
+			var hosts []string
+			for _, h := range entry.Hosts {
+				h = strings.ToLower(h)
+				if err := checkHost(h); err != nil {
+					b.problem(ref, ReasonInvalidHost, "spec.tls host %q: %v; the host is ignored", h, err)
+					continue
+				}
+				hosts = append(hosts, h)
+			}
+			r := t.loadCert(k)
+			if r.err != nil {
+				t.report(ref, k, r, fmt.Sprintf("hosts %s get the default certificate", hostList(hosts)))
+				continue
+			}
+			c := byName[r.cert.Name]
+			if c == nil {
+				cp := *r.cert
+				c = &cp
+				byName[c.Name] = c
+			}
+			if len(entry.Hosts) == 0 {
+				ownNames[c.Name] = true
+			}
+			for _, h := range hosts {
+				if o, taken := owner[h]; taken {
+					if o != c.Name {
+						older := ownerIng[h]
+						b.problem(ref, ReasonTLSHostConflict, "spec.tls host %q: older Ingress %s/%s serves it with Secret %s; Secret %s is not used for it",
+							h, older.Namespace, older.Name, strings.Replace(o, "_", "/", 1), k.ns+"/"+k.name)
+					}
+					continue
+				}
+				owner[h], ownerIng[h] = c.Name, ing
+				c.Hosts = append(c.Hosts, h)
+			}
+		}
+	}
+	for _, c := range byName {
+		if len(c.Hosts) == 0 && !ownNames[c.Name] {
+			continue
+		}
+		slices.Sort(c.Hosts)
+		b.d.TLS.Certificates = append(b.d.TLS.Certificates, c)
+	}
+	slices.SortFunc(b.d.TLS.Certificates, func(x, y *Certificate) int { return cmp.Compare(x.Name, y.Name) })
+}
+
+func hostList(hosts []string) string {
+	if len(hosts) == 0 {
+		return "(the Secret's own names)"
+	}
+	return strings.Join(hosts, ",")
+}
+
+// redirects decides per host whether plain HTTP is redirected: the
+// Ingress annotation, else the ConfigMap, else "on when the Ingress has
+// spec.tls". The oldest Ingress decides a host it shares.
+func (t *tlsBuilder) redirects(ings []*networkingv1.Ingress) {
+	b := t.b
+	iRedirect, iCode, iPort := settingIndex("ssl-redirect"), settingIndex("ssl-redirect-code"), settingIndex("ssl-redirect-port")
+	value := func(ing *networkingv1.Ingress, i int) (string, bool) {
+		if v, ok := b.ingValues[ing][i]; ok {
+			return v, true
+		}
+		if v, ok := b.cmValues[i]; ok {
+			return v, true
+		}
+		if d := settings[i].Default; d != "" {
+			return d, true
+		}
+		return "", false
+	}
+	out := map[string]string{}
+	decided := map[string]bool{}
+	for _, ing := range ings {
+		on := len(ing.Spec.TLS) > 0
+		if raw, ok := value(ing, iRedirect); ok {
+			on, _ = parseBool(raw)
+		}
+		code, _ := value(ing, iCode)
+		target := code
+		if port, ok := value(ing, iPort); ok {
+			target += ":" + port
+		}
+		for _, rule := range ing.Spec.Rules {
+			h := rule.Host
+			if h == "" || checkHost(h) != nil || decided[h] {
+				continue
+			}
+			decided[h] = true
+			if on {
+				out[h] = target
+			}
+		}
+	}
+	b.d.Maps[MapSSLRedirect] = out
+}
+
+func (t *tlsBuilder) clientCA() {
+	raw, ok := t.b.cmValues[settingIndex("client-ca")]
+	if !ok {
+		return
+	}
+	k := secretKey(raw, "")
+	if k.ns == "" && t.b.s.ConfigMap != nil {
+		k.ns = t.b.s.ConfigMap.Namespace
+	}
+	ca, r := t.loadCA(k)
+	if r.err != nil {
+		// Failing open would let every client in: refuse them all instead
+		// by keeping the last good CA in HAProxy (the driver keeps running
+		// what it has when the model gives nothing new).
+		t.report(t.cmRef(), k, r, "client certificates cannot be verified; the https frontend refuses clients until it is fixed")
+		t.b.d.TLS.ClientCA = &PEMFile{Name: "invalid", Secret: ObjectRef{Kind: "Secret", Namespace: k.ns, Name: k.name}}
+		return
+	}
+	t.b.d.TLS.ClientCA = ca
+}
+
+// backends resolves server-ca and server-crt. A backend whose Secret is
+// missing or invalid keeps TLS but drops what the Secret would give: with
+// server-ca it then refuses to connect rather than skip verification.
+func (t *tlsBuilder) backends() {
+	b := t.b
+	for _, be := range b.d.Backends {
+		st := b.backends[be.Name]
+		bt := &be.TLS
+		if bt.CASecret != "" {
+			bt.SSL = true
+			k := secretKey(bt.CASecret, be.Namespace)
+			ca, r := t.loadCA(k)
+			if r.err != nil {
+				if st != nil {
+					t.reportUsers(st, k, r, "backend "+be.Name+" cannot verify its servers and gets no servers until it is fixed")
+				}
+				// Fail closed: no server rather than an unverified one.
+				be.Endpoints = nil
+			}
+			bt.CA = ca
+		}
+		if bt.CertSecret != "" {
+			bt.SSL = true
+			k := secretKey(bt.CertSecret, be.Namespace)
+			r := t.loadCert(k)
+			if r.err != nil {
+				if st != nil {
+					t.reportUsers(st, k, r, "backend "+be.Name+" connects without a client certificate")
+				}
+				continue
+			}
+			c := *r.cert
+			sum := sha256.Sum256(c.PEM)
+			c.Name += "_" + hex.EncodeToString(sum[:6])
+			bt.Cert = &c
+		}
+	}
+}
+
+func (t *tlsBuilder) reportUsers(st *backendState, k nsName, r certResult, fallback string) {
+	if r.missing && t.pending[k.ns+"/"+k.name] {
+		return
+	}
+	reason := ReasonInvalidSecret
+	if r.missing {
+		reason = ReasonSecretNotFound
+	}
+	t.b.userProblem(st, reason, "%v; %s", r.err, fallback)
+}
+
+// dumpTLS writes the TLS part of Desired for Dump.
+func dumpTLS(w *strings.Builder, d *Desired) {
+	p := d.Global.TLS
+	fmt.Fprintf(w, "\ntls alpn=%s min=%s client-optional=%t\n", p.ALPN, p.MinVersion, p.ClientCertOptional)
+	if p.Ciphers != "" || p.Ciphersuites != "" {
+		fmt.Fprintf(w, "  ciphers %s\n  ciphersuites %s\n", p.Ciphers, p.Ciphersuites)
+	}
+	cert := func(c *Certificate) {
+		src := "generated"
+		if c.Secret.Name != "" {
+			src = refString(c.Secret)
+		}
+		fmt.Fprintf(w, "  cert %s from %s subject=%q not-after=%s hosts=%s\n", c.Name, src, c.Subject,
+			c.NotAfter.Format(time.RFC3339), strings.Join(c.Hosts, ","))
+	}
+	if d.TLS.Default != nil {
+		cert(d.TLS.Default)
+	}
+	for _, c := range d.TLS.Certificates {
+		cert(c)
+	}
+	if ca := d.TLS.ClientCA; ca != nil {
+		fmt.Fprintf(w, "  client-ca %s\n", ca.Name)
+	}
+	for _, be := range d.Backends {
+		bt := be.TLS
+		if !bt.SSL && bt.Proto == "" {
+			continue
+		}
+		fmt.Fprintf(w, "  backend %s ssl=%t proto=%s", be.Name, bt.SSL, bt.Proto)
+		if bt.CA != nil {
+			fmt.Fprintf(w, " ca=%s", bt.CA.Name)
+		}
+		if bt.Cert != nil {
+			fmt.Fprintf(w, " crt=%s", bt.Cert.Name)
+		}
+		w.WriteString("\n")
+	}
+}
+
+// RedirectTarget splits a MapSSLRedirect value into code and port (0: none).
+func RedirectTarget(v string) (code, port int) {
+	c, p, _ := strings.Cut(v, ":")
+	code, _ = strconv.Atoi(c)
+	port, _ = strconv.Atoi(p)
+	return code, port
+}
