@@ -5,13 +5,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/perimeter-ingress/perimeter/internal/app"
 	"github.com/perimeter-ingress/perimeter/internal/config"
@@ -21,6 +26,8 @@ const usage = `usage: perimeter [run] [flags]       run the daemon (default)
        perimeter render [flags]          print the haproxy.cfg and maps the daemon would apply
        perimeter explain --host H --path P [flags]
                                          say which Ingress, rule and backend a request reaches
+       perimeter bgp status [flags]      peers and routes of the running daemon's BGP speaker
+       perimeter routes flush [flags]    remove the routes the daemon installed
        perimeter version                 print the version
 Run 'perimeter run -h' for the flags.
 `
@@ -37,11 +44,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// Two-word commands: "bgp status", "routes flush".
+	if (cmd == "bgp" || cmd == "routes") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = cmd+" "+args[0], args[1:]
+	}
 	var c config.Config
 	fs := c.FlagSet("perimeter "+cmd, stderr)
 	var host, path string
 	switch cmd {
-	case "run", "render":
+	case "run", "render", "bgp status", "routes flush":
 	case "explain":
 		fs.StringVar(&host, "host", "", "request host")
 		fs.StringVar(&path, "path", "/", "request path")
@@ -72,6 +83,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "render":
 		err = app.Render(ctx, &c, stdout)
+	case "bgp status":
+		err = bgpStatus(&c, stdout)
+	case "routes flush":
+		err = app.FlushRoutes(&c, stdout)
 	case "explain":
 		err = app.Explain(ctx, &c, host, path, stdout)
 	default:
@@ -86,3 +101,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // oneLine keeps a fatal error to the single line systemd shows in status.
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// bgpStatus prints what the running daemon's speaker reports on its
+// controller port, like `birdc show protocols` and `show route`.
+func bgpStatus(c *config.Config, out io.Writer) error {
+	url := "http://" + net.JoinHostPort(c.ControllerBindAddress, strconv.Itoa(c.ControllerPort)) + "/debug/bgp"
+	cl := &http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(url)
+	if err != nil {
+		return fmt.Errorf("daemon not reachable on its controller port: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return errors.New("the daemon runs without BGP (--bgp-local-as not set)")
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	_, err = io.Copy(out, resp.Body)
+	return err
+}

@@ -102,7 +102,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		defer ln.Close()
 	}
 
-	_, cs, err := kube.Connect(ctx, c.Kubeconfig, "perimeter/"+Version)
+	rc, cs, err := kube.Connect(ctx, c.Kubeconfig, "perimeter/"+Version)
 	if err != nil {
 		return err
 	}
@@ -131,8 +131,29 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	defer wg.Wait()
 	defer cancel(nil)
 
+	mux := controllerMux(m, &ready, &alive)
+	// The speaker starts before HAProxy: routes to the pods should exist by
+	// the time the first configuration is served. It stops last, after
+	// HAProxy, so no request is sent towards a pod whose route is gone.
+	if c.BGP.Enabled() {
+		sp, err := startBGP(c, rc, cs, m.Registry, log)
+		if err != nil {
+			return err
+		}
+		mux.Handle("/debug/bgp", sp.Handler())
+		bctx, bcancel := context.WithCancel(context.WithoutCancel(ctx))
+		bdone := make(chan struct{})
+		go func() {
+			defer close(bdone)
+			if err := runBGP(bctx, sp); err != nil {
+				cancel(err)
+			}
+		}()
+		defer func() { bcancel(); <-bdone }()
+	}
+
 	if ln != nil {
-		srv := &http.Server{Handler: controllerMux(m, &ready, &alive), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -198,6 +198,7 @@ func watchMissing(l *lab, dst string) func() int {
 // time (Calico's BIRD announces 120s). That is the price of hitless node
 // restarts; DisableGracefulRestart trades it back.
 func TestBirdHoldTimerExpiry(t *testing.T) {
+	requireLab(t)
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string

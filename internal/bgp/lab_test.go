@@ -342,6 +342,8 @@ func (n *birdNode) start() {
 	}
 	cmd := exec.Command("ip", "netns", "exec", n.ns, "bird", "-f", "-c", n.conf, "-s", n.ctl)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// If the test binary dies before its cleanups run, so does BIRD.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start bird for %s: %v", n.name, err)
 	}
@@ -432,6 +434,7 @@ func (l *lab) startEdge(spec edgeSpec) *edgeProc {
 	e.cmd = exec.Command("ip", "netns", "exec", l.edgeNS, exe)
 	e.cmd.Env = append(os.Environ(), envEdge+"="+specPath)
 	e.cmd.Stdout, e.cmd.Stderr = logf, logf
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := e.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -190,12 +190,14 @@ func (s *Speaker) Run(ctx context.Context) error {
 		return err
 	}
 	routesCtx, stopRoutes := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	routesDone := make(chan struct{})
+	go func() {
+		defer close(routesDone)
 		if err := s.routes.Run(routesCtx); err != nil {
 			s.log.Error("route manager stopped", "err", err)
 		}
-	})
+	}()
+	var wg sync.WaitGroup
 
 	src := s.cfg.Source
 	if src == nil {
@@ -258,9 +260,17 @@ loop:
 		}
 	}
 	stopSrc()
-	s.shutdown(srv, stopWatch)
-	stopRoutes()
 	wg.Wait()
+	// Order matters: no session teardown may reach the kernel, and the
+	// route manager's loop must not re-install what the flush removes.
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.stopServer(srv)
+	stopWatch()
+	stopRoutes()
+	<-routesDone
+	s.releaseRoutes()
 	return runErr
 }
 
@@ -277,14 +287,9 @@ func (s *Speaker) maxPrefixes(ctx context.Context, readmit *time.Timer) {
 	}
 }
 
-func (s *Speaker) shutdown(srv *server.BgpServer, stopWatch func()) {
-	// From here on, session teardown must not delete routes: with
-	// KeepRoutesOnExit they stay for the next start to adopt.
-	s.mu.Lock()
-	s.stopping = true
-	s.mu.Unlock()
-	s.stopServer(srv)
-	stopWatch()
+// releaseRoutes leaves the kernel routes for the next start to adopt
+// (KeepRoutesOnExit) or deletes them.
+func (s *Speaker) releaseRoutes() {
 	if s.cfg.KeepRoutesOnExit {
 		s.log.Info("BGP stopped; routes kept for the next start", "routes", len(s.routes.Routes()))
 		return

@@ -130,6 +130,8 @@ func (e *env) startDaemon(extra ...string) *daemon {
 		"--config-dir=" + d.configDir,
 		"--runtime-dir=" + d.runtimeDir,
 		"--http-bind-port=" + strconv.Itoa(d.httpPort),
+		"--https-bind-port=" + strconv.Itoa(testenv.FreePort(e.t)),
+		"--election-id=perimeter-" + e.ns,
 		"--ipv4-bind-address=127.0.0.1",
 		"--disable-ipv6",
 		"--stats-bind-port=" + strconv.Itoa(d.statsPort),

@@ -41,11 +41,11 @@ type Options struct {
 
 	// HTTPBindPort is the port of the http frontend (default 80).
 	HTTPBindPort int
-	// IPv4BindAddress and IPv6BindAddress default to "0.0.0.0" and "::".
-	IPv4BindAddress, IPv6BindAddress      string
 	// HTTPSBindPort is the port of the https frontend; 0 disables it. It
 	// is served once the Desired has a default certificate (tls.go).
 	HTTPSBindPort int
+	// IPv4BindAddress and IPv6BindAddress default to "0.0.0.0" and "::".
+	IPv4BindAddress, IPv6BindAddress      string
 	DisableHTTP, DisableIPv4, DisableIPv6 bool
 
 	// StatsBindAddress defaults to 127.0.0.1. StatsBindPort serves /stats and

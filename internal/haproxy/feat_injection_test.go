@@ -304,3 +304,26 @@ func TestFeatureRulesDefence(t *testing.T) {
 		}
 	}
 }
+
+// TestSnippetFallback: a rejected backend first loses only its snippet,
+// then falls back to its last good version.
+func TestSnippetFallback(t *testing.T) {
+	cur := emptyState()
+	good := backendSpec{Name: "ns_web_80", Namespace: "ns", Service: "web", Slots: 2, Rules: "http-request set-header A 'b'"}
+	cur.backends[good.Name] = &backend{spec: good}
+	bad := good
+	bad.Rules = "http-request set-header A 'c'"
+	bad.Snippet = "http-response bogus"
+	fb := fallbackSpec(cur, bad)
+	want := bad
+	want.Snippet = ""
+	if fb != want {
+		t.Fatalf("first fallback %+v, want the spec without its snippet", fb)
+	}
+	if msg := quarantineProblem(cur, bad, fb, "bogus").Message; !strings.Contains(msg, "snippet is disabled") {
+		t.Fatalf("problem %q does not say the snippet is disabled", msg)
+	}
+	if fb2 := fallbackSpec(cur, fb); fb2 != good {
+		t.Fatalf("second fallback %+v, want the last good version", fb2)
+	}
+}

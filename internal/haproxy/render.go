@@ -122,6 +122,7 @@ func (r renderer) renderHead(st *state) (string, error) {
 	}
 	if r.httpsOn(st) {
 		r.httpsFrontend(w, st)
+		r.acceptProxy(w, "https", st.global.ProxyProtocol)
 	}
 	if r.stats != "" {
 		r.statsFrontend(w)

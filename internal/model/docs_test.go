@@ -94,8 +94,45 @@ needs a reload (reload, hitless).
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n",
 			key, strings.ReplaceAll(s.Scopes.String(), ",", ", "), cell(s.Type), code(settingDefault(s)), code(settingExample(s)), applied, cell(s.Doc))
 	}
+	b.WriteString(annotationsNotes)
 	return b.String()
 }
+
+// annotationsNotes documents the ConfigMaps and formats the table cannot.
+const annotationsNotes = `
+## Values
+
+- Header values (` + "`request-set-header`, `response-set-header`, `set-host`" + `) and redirect targets are
+  sent literally: quotes, ` + "`#`" + ` and ` + "`%`" + ` are kept as written (` + "`%[...]`" + ` is not evaluated).
+- ` + "`path-rewrite`" + ` regexes are checked with Go's RE2 before HAProxy (PCRE2) gets them; a regex
+  that only PCRE2 accepts is refused. The query string is kept.
+- ` + "`cors-allow-origin`" + `: a matching request Origin is echoed (with ` + "`Vary: Origin`" + `); ` + "`*`" + ` answers ` + "`*`" + `.
+  With ` + "`cors-respond-to-options`" + `, a preflight OPTIONS from an allowed origin gets 204 from HAProxy.
+- ` + "`request-capture`" + ` fields appear in the traffic log as ` + "`%hr`" + ` (the default ` + "`option httplog`" + ` shows them);
+  the traffic log needs ` + "`syslog-server`" + `.
+
+## Config snippets
+
+` + "`global-config-snippet`" + ` and ` + "`backend-config-snippet`" + ` are raw HAProxy directives. They are ignored
+(with a SnippetDisabled Event) unless ` + "`--config-snippets=global,backend`" + ` enables them; there are no
+frontend snippets. A line that would open a new section (` + "`backend`, `frontend`, `global`" + `, ...) or a
+conditional block (` + "`.if`" + `) is refused. A backend snippet that ` + "`haproxy -c`" + ` rejects is dropped from its
+backend alone, which keeps its other settings, and a ConfigRejected Event names the Service.
+
+## Error pages (` + "`--configmap-errorfiles`" + `, alias ` + "`--configmap-errorfile`" + `)
+
+Keys are status codes HAProxy generates: 200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 425, 429,
+500, 501, 502, 503, 504. A value starting with ` + "`HTTP/`" + ` is a whole response (status line, headers,
+blank line, body), as the HAProxy Kubernetes Ingress Controller takes it; any other value is the body of
+an HTML page. The 404 page also answers requests no rule matches. A change reloads HAProxy.
+
+## TCP services (` + "`--configmap-tcp-services`" + `)
+
+Keys are ports, values ` + "`NAMESPACE/SERVICE:PORT`" + ` (port number or name). Each port gets a ` + "`mode tcp`" + `
+frontend on the IPv4/IPv6 bind addresses and a backend whose endpoints change at run time, like HTTP
+backends; the Service's annotations (` + "`load-balance`, `check`" + `, ...) apply. TLS termination
+(` + "`NS/SERVICE:PORT::ssl`" + `) is not available yet: such an entry is refused with an Event.
+`
 
 func prefixList() string {
 	var p []string

@@ -232,7 +232,7 @@ func backendFeatureSettings() []Setting {
 		// Frontend: PROXY protocol accepted from these sources.
 		globalSetting(Setting{
 			Name: "proxy-protocol", Example: "10.0.0.0/8, 203.0.113.7", Scopes: ScopeConfigMap,
-			Doc: "Accept the PROXY protocol (v1 or v2) on the HTTP frontend from these source networks; the address it carries becomes the client address. Other sources connect without it.",
+			Doc: "Accept the PROXY protocol (v1 or v2) on the HTTP and HTTPS frontends from these source networks; the address it carries becomes the client address. Other sources connect without it.",
 		}, cidrListParser(), func(g *Global, v CIDRList) { g.ProxyProtocol = v }),
 	}
 }
@@ -266,7 +266,12 @@ func (b *builder) finishFeatures(d *backendDraft, st *backendState) {
 		}
 	}
 	if !found {
+		// Closed either way; a Secret whose watch has just started is not
+		// reported as missing.
 		d.failClosed(denyUnavailable)
+		if slices.Contains(b.s.PendingSecrets, ref) {
+			return
+		}
 		b.userProblem(st, ReasonAuthSecretNotFound, "auth-secret %s not found; backend %s answers %d", ref, st.name, denyUnavailable)
 		return
 	}

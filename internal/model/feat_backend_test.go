@@ -113,6 +113,14 @@ func TestBackendFeaturesBuild(t *testing.T) {
 	if strings.Join(d.SecretRefs, ",") != "other/missing" {
 		t.Errorf("secret refs %v, want other/missing", d.SecretRefs)
 	}
+
+	// While its watch starts, the Secret is pending: closed, not reported.
+	d = Build(&Snapshot{Ingresses: []*networkingv1.Ingress{ing}, Services: []*corev1.Service{service("ns", "web", svcPort("", 80, 8080))},
+		PendingSecrets: []string{"other/missing"}}, Options{})
+	b = backendByName(t, d, "ns_web_80")
+	if b.Features.Deny != 503 || countReason(d.Problems, ReasonAuthSecretNotFound) != 0 {
+		t.Errorf("pending secret: deny %d problems %v, want 503 and none", b.Features.Deny, d.Problems)
+	}
 }
 
 func countReason(ps []Problem, reason string) int {

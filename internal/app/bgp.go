@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/perimeter-ingress/perimeter/internal/bgp"
+	"github.com/perimeter-ingress/perimeter/internal/config"
+	"github.com/perimeter-ingress/perimeter/internal/routes"
+)
+
+// BGPConfig turns the flags into the speaker's configuration.
+func BGPConfig(c *config.Config) (bgp.Config, error) {
+	b := c.BGP
+	cfg := bgp.Config{
+		LocalAS:          b.LocalAS,
+		ListenPort:       b.ListenPort,
+		ClusterAS:        b.ClusterAS,
+		PeerWithNodes:    b.PeersFromNodes,
+		HoldTime:         b.HoldTime,
+		KeepRoutesOnExit: b.KeepRoutesOnExit,
+		MaxPrefixes:      int(b.MaxPrefixes),
+	}
+	var err error
+	if b.ListenAddress != "" {
+		if cfg.ListenAddress, err = netip.ParseAddr(b.ListenAddress); err != nil {
+			return cfg, fmt.Errorf("--bgp-listen-address: %w", err)
+		}
+	}
+	if b.RouterID != "" {
+		if cfg.RouterID, err = netip.ParseAddr(b.RouterID); err != nil {
+			return cfg, fmt.Errorf("--bgp-router-id: %w", err)
+		}
+	}
+	for _, p := range b.Peers {
+		peer, err := bgp.ParsePeerFlag(p)
+		if err != nil {
+			return cfg, fmt.Errorf("--bgp-peer: %w", err)
+		}
+		cfg.Peers = append(cfg.Peers, peer)
+	}
+	if b.PassivePrefix != "" {
+		pp, err := bgp.ParsePassivePeerFlag(b.PassivePrefix)
+		if err != nil {
+			return cfg, fmt.Errorf("--bgp-passive-prefix: %w", err)
+		}
+		cfg.PassivePeers = append(cfg.PassivePeers, pp)
+	}
+	for _, s := range b.PodCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return cfg, fmt.Errorf("--pod-cidr: %w", err)
+		}
+		cfg.PodCIDRs = append(cfg.PodCIDRs, p.Masked())
+	}
+	return cfg, nil
+}
+
+// startBGP builds the route manager and the speaker; the caller runs it.
+func startBGP(c *config.Config, rc *rest.Config, cs kubernetes.Interface, reg prometheus.Registerer, log *slog.Logger) (*bgp.Speaker, error) {
+	cfg, err := BGPConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	rm, err := routes.New(routes.Config{Table: c.BGP.RouteTable}, h, log.With("component", "routes"), reg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	cfg.Source = bgp.NewKubeSource(cs, dyn, cfg.SecretRefs(), log.With("component", "bgp-source"))
+	sp, err := bgp.New(cfg, rm, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+// FlushRoutes removes every route the daemon installed (`perimeter routes
+// flush`), e.g. after a stop with --bgp-keep-routes-on-exit.
+func FlushRoutes(c *config.Config, out io.Writer) error {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	table := c.BGP.RouteTable
+	if table == 0 {
+		table = 254
+	}
+	n, err := routes.Flush(h, table, routes.DefaultProtocol)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "removed %d routes (protocol %d, table %d)\n", n, routes.DefaultProtocol, table)
+	return nil
+}
+
+// runBGP runs the speaker until ctx ends; an error ends the daemon.
+func runBGP(ctx context.Context, sp *bgp.Speaker) error {
+	if err := sp.Run(ctx); err != nil {
+		return fmt.Errorf("bgp: %w", err)
+	}
+	return nil
+}
