@@ -244,12 +244,18 @@ func alive(pid int) bool {
 	return len(fields) > 2 && fields[2] != "Z"
 }
 
-// reloads reads the master's reload counter from its CLI.
+// reloads reads the master's reload counter from its CLI. Right after a
+// reload the master briefly refuses connections, hence the retries.
 func (d *daemon) reloads() int {
 	d.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	n, err := haproxy.MasterReloads(ctx, filepath.Join(d.runtimeDir, "master.sock"))
+	var n int
+	err := testenv.Poll(context.Background(), 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		n, err = haproxy.MasterReloads(ctx, filepath.Join(d.runtimeDir, "master.sock"))
+		return err
+	})
 	if err != nil {
 		d.t.Fatalf("master reload count: %v", err)
 	}
