@@ -90,7 +90,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "explain":
 		err = app.Explain(ctx, &c, host, path, stdout)
 	default:
-		err = app.Run(ctx, &c, log)
+		// SIGUSR1 is a hand-over restart: exit leaving HAProxy and the
+		// routes for the next daemon (systemd's RestartKillSignal).
+		handOver := make(chan os.Signal, 1)
+		signal.Notify(handOver, syscall.SIGUSR1)
+		err = app.Run(app.WithHandOver(ctx, handOver), &c, log)
+		signal.Stop(handOver)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "perimeter:", oneLine(err))

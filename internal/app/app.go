@@ -89,6 +89,18 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var handingOver atomic.Bool
+	if ch := handOverRequests(ctx); ch != nil {
+		go func() {
+			select {
+			case <-ch:
+				handingOver.Store(true)
+				log.Info("hand-over restart: exiting with HAProxy serving and BGP routes in place for the next daemon")
+				cancel(errHandOver)
+			case <-ctx.Done():
+			}
+		}()
+	}
 
 	// Bind the controller port before anything slow, so a port in use is a
 	// start-up error, not a silent missing /readyz.
@@ -149,7 +161,13 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 				cancel(err)
 			}
 		}()
-		defer func() { bcancel(); <-bdone }()
+		defer func() {
+			if handingOver.Load() {
+				sp.KeepRoutesOnExit()
+			}
+			bcancel()
+			<-bdone
+		}()
 	}
 
 	if ln != nil {
@@ -176,6 +194,9 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	hdone := make(chan error, 1)
 	go func() { hdone <- drv.Run(hctx, started) }()
 	defer func() {
+		if handingOver.Load() {
+			drv.HandOver()
+		}
 		hcancel()
 		if err := <-hdone; err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("haproxy stop", "err", err)
@@ -263,7 +284,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 }
 
 func causeOrNil(ctx context.Context) error {
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errHandOver) {
 		return err
 	}
 	return nil

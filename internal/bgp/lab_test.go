@@ -509,19 +509,6 @@ func (e *edgeProc) text(t testing.TB) string {
 	return string(b)
 }
 
-func (e *edgeProc) push(t testing.TB, st ClusterState, passwords map[string]string) {
-	t.Helper()
-	raw, _ := json.Marshal(edgeState{ClusterState: st, Passwords: passwords})
-	resp, err := e.client.Post("http://edge/state", "application/json", bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("push state: %s", resp.Status)
-	}
-}
-
 // kernel returns the edge's routes with our protocol: "dst via gw".
 func (l *lab) kernel() map[string]string {
 	l.t.Helper()

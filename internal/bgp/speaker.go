@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -64,6 +65,9 @@ type Speaker struct {
 	tripped map[netip.Addr]time.Time
 	// kick asks the run loop to look at tripped peers again.
 	kick chan struct{}
+	// keepRoutes starts as cfg.KeepRoutesOnExit; KeepRoutesOnExit sets it
+	// for one exit (a hand-over restart).
+	keepRoutes atomic.Bool
 }
 
 type session struct {
@@ -106,7 +110,7 @@ func New(cfg Config, rt Routes, log *slog.Logger, reg prometheus.Registerer) (*S
 	if err != nil {
 		return nil, err
 	}
-	return &Speaker{
+	s := &Speaker{
 		cfg:      cfg,
 		routes:   rt,
 		log:      log.With("component", "bgp"),
@@ -121,8 +125,15 @@ func New(cfg Config, rt Routes, log *slog.Logger, reg prometheus.Registerer) (*S
 		eorDone:  make(chan struct{}, 1),
 		tripped:  map[netip.Addr]time.Time{},
 		kick:     make(chan struct{}, 1),
-	}, nil
+	}
+	s.keepRoutes.Store(cfg.KeepRoutesOnExit)
+	return s, nil
 }
+
+// KeepRoutesOnExit makes the coming stop leave the kernel routes in place
+// for the next start to adopt, whatever the configuration says: the daemon
+// calls it when it hands over to its successor.
+func (s *Speaker) KeepRoutesOnExit() { s.keepRoutes.Store(true) }
 
 // Run speaks BGP until ctx ends, then sends Cease to every peer and, unless
 // KeepRoutesOnExit, deletes the routes it installed.
@@ -290,7 +301,7 @@ func (s *Speaker) maxPrefixes(ctx context.Context, readmit *time.Timer) {
 // releaseRoutes leaves the kernel routes for the next start to adopt
 // (KeepRoutesOnExit) or deletes them.
 func (s *Speaker) releaseRoutes() {
-	if s.cfg.KeepRoutesOnExit {
+	if s.keepRoutes.Load() {
 		s.log.Info("BGP stopped; routes kept for the next start", "routes", len(s.routes.Routes()))
 		return
 	}

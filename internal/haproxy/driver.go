@@ -145,6 +145,8 @@ type Driver struct {
 	// cleared without it so that a dying master never waits for an Apply.
 	running atomic.Bool
 	serving atomic.Bool
+	// handOver leaves HAProxy running when Run ends (adopt.go).
+	handOver atomic.Bool
 }
 
 type paths struct {

@@ -33,6 +33,12 @@ type process struct {
 	done      chan struct{}
 	waitErr   error
 	out       *lineLogger
+	// adopted: started by a previous daemon that handed it over; it is
+	// not our child, so done is closed by watchAdopted, and quit ends
+	// that watch.
+	adopted    bool
+	quit       chan struct{}
+	lastAnswer time.Time
 }
 
 // masterArg is the -S argument. It names our runtime directory, so it also
@@ -44,11 +50,11 @@ func (d *Driver) masterArg() string { return d.paths.masterSock + ",mode,600" }
 // running until ctx is cancelled; then it stops it and every worker. ready
 // (may be nil) is closed once HAProxy first answers on its sockets.
 func (d *Driver) Run(ctx context.Context, ready chan<- struct{}) error {
-	if err := d.stopStale(); err != nil {
-		return err
-	}
-	if err := d.writeInitial(); err != nil {
-		return err
+	adopted := d.adopt(ctx)
+	if adopted == nil {
+		if err := d.stopStale(); err != nil {
+			return err
+		}
 	}
 	var once sync.Once
 	everReady := false
@@ -61,11 +67,21 @@ func (d *Driver) Run(ctx context.Context, ready chan<- struct{}) error {
 	backoff := minBackoff
 	for {
 		started := time.Now()
-		p, err := d.start()
+		var p *process
+		var err error
+		if adopted != nil {
+			p, adopted = adopted, nil
+			go d.watchAdopted(p)
+		} else if err = d.writeInitial(); err == nil {
+			p, err = d.start()
+		}
 		if err != nil {
 			d.log.Error("start haproxy", "error", err)
 		} else {
 			err = d.supervise(ctx, p, signalReady)
+			if p.quit != nil {
+				close(p.quit)
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -149,16 +165,33 @@ func (d *Driver) supervise(ctx context.Context, p *process, signalReady func()) 
 	defer tick.Stop()
 	tickC := tick.C
 	deadline := time.Now().Add(startTimeout)
+	var health <-chan time.Time
+	if p.adopted {
+		p.lastAnswer = time.Now()
+		ht := time.NewTicker(time.Second)
+		defer ht.Stop()
+		health = ht.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			d.markStopped()
+			if d.handOver.Load() && tickC == nil {
+				d.log.Info("leaving haproxy running for the next daemon to adopt", "pid", p.pid)
+				return ctx.Err()
+			}
 			d.stopProcess(p)
 			return ctx.Err()
 		case <-p.done:
 			d.markStopped()
 			d.killLeftovers()
 			return fmt.Errorf("master %d exited: %v", p.pid, p.waitErr)
+		case <-health:
+			if !d.adoptedHealthy(ctx, p) {
+				d.markStopped()
+				d.stopProcess(p)
+				return fmt.Errorf("adopted master %d stopped answering on its socket", p.pid)
+			}
 		case <-tickC:
 			if d.probeReady(ctx) {
 				d.becomeReady(ctx, p)
@@ -195,7 +228,15 @@ func (d *Driver) becomeReady(ctx context.Context, p *process) {
 	d.running.Store(true)
 	d.dirty = false
 	d.loadedGen = p.loadedGen
-	if p.loadedGen != d.diskGen {
+	if p.adopted && !d.fromApply {
+		// It runs what the previous daemon gave it: the first Apply
+		// reloads it (hitlessly) with ours.
+		d.dirty = true
+		d.serving.Store(false)
+		d.log.Info("haproxy adopted", "master", p.pid)
+		return
+	}
+	if p.adopted || p.loadedGen != d.diskGen {
 		// Apply wrote new files while HAProxy was starting with older ones.
 		if err := d.reload(ctx); err != nil {
 			d.dirty = true

@@ -88,8 +88,9 @@ const (
 	serverPrefix = "SRV_"
 )
 
-// mapNames are the maps the http frontend loads.
-var mapNames = []string{model.MapExact, model.MapPrefix}
+// mapNames are the maps the http frontend loads. The canary maps are
+// always loaded, empty or not, so the first canary needs no reload.
+var mapNames = []string{model.MapExact, model.MapPrefix, model.MapCanaryBackend, model.MapCanaryWeight}
 
 var (
 	backendNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,199}$`)
@@ -240,8 +241,8 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 			switch {
 			case !safeToken(k):
 				reject(routeRef(want, k), "map %s: key %q has characters a map file cannot carry", name, k)
-			case st.backends[v] == nil:
-				reject(routeRef(want, k), "map %s: key %q names backend %q that does not exist", name, k, v)
+			case !mapValueOK(st, name, v):
+				reject(routeRef(want, k), "map %s: key %q: value %q is not a backend that exists", name, k, v)
 			default:
 				m[k] = v
 			}
@@ -400,7 +401,7 @@ func runtimeSubset(cur, target *state) *state {
 		m := map[string]string{}
 		for k, v := range tm {
 			switch {
-			case next.backends[v] != nil:
+			case mapValueOK(next, name, v):
 				m[k] = v
 			case cm[k] != "":
 				// The key moves to a backend the running config lacks:

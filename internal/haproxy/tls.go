@@ -238,7 +238,7 @@ func cmpOr(v, dflt string) string {
 func (r renderer) routingActions() []types.Action {
 	exact, prefix := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix)
 	notFound := "!{ var(txn.backend) -m found }"
-	return []types.Action{
+	return append([]types.Action{
 		setVar("host", "req.hdr(host),field(1,:),lower", ""),
 		setVar("path", "path", ""),
 		setVar("hostpath", "var(txn.host),concat(,txn.path)", ""),
@@ -249,7 +249,7 @@ func (r renderer) routingActions() []types.Action {
 		setVar("backend", "var(txn.wildcard),map_beg("+prefix+")", notFound),
 		setVar("backend", "var(txn.path),map_str("+exact+")", notFound),
 		setVar("backend", "var(txn.path),map_beg("+prefix+")", notFound),
-	}
+	}, r.canaryActions()...)
 }
 
 func setVar(name, expr, cond string) types.Action {

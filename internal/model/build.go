@@ -45,6 +45,7 @@ func Build(s *Snapshot, o Options) *Desired {
 		b.ingressRules(ing)
 	}
 	b.defaultBackend(ings)
+	b.canaries(ings)
 	b.secretRefs(ings)
 	b.buildMaps()
 	b.finishBackends()

@@ -69,7 +69,8 @@ func annotationsTable() string {
 
 Every key below is a key of the controller ConfigMap (` + "`--configmap`" + `) and, where its
 scope says so, an annotation on an Ingress or a Service with one of the prefixes
-` + prefixList() + `. Precedence: Service, then Ingress (the oldest Ingress routing to the
+` + prefixList() + `; the keys the HAProxy Kubernetes Ingress Controller lacks take the prefix
+` + "`" + ExtensionPrefix + "`" + ` alone. Precedence: Service, then Ingress (the oldest Ingress routing to the
 backend that sets a valid value), then ConfigMap, then the default. An invalid value
 is reported as an Event naming the object, the key, the value and why; the next scope
 or the default applies instead.
@@ -86,6 +87,9 @@ needs a reload (reload, hitless).
 		key := "`" + s.Name + "`"
 		for _, a := range s.Aliases {
 			key += " (alias `" + a + "`)"
+		}
+		for _, p := range s.Prefixes {
+			key += " (annotation `" + p + s.Name + "` only)"
 		}
 		applied := "reload"
 		if s.Runtime {
@@ -130,8 +134,20 @@ an HTML page. The 404 page also answers requests no rule matches. A change reloa
 
 Keys are ports, values ` + "`NAMESPACE/SERVICE:PORT`" + ` (port number or name). Each port gets a ` + "`mode tcp`" + `
 frontend on the IPv4/IPv6 bind addresses and a backend whose endpoints change at run time, like HTTP
-backends; the Service's annotations (` + "`load-balance`, `check`" + `, ...) apply. TLS termination
-(` + "`NS/SERVICE:PORT::ssl`" + `) is not available yet: such an entry is refused with an Event.
+backends; the Service's annotations (` + "`load-balance`, `check`" + `, ...) apply. ` + "`NAMESPACE/SERVICE:PORT::ssl`" + `
+terminates TLS on the port with the default certificate (the one the https frontend serves to clients
+without a matching SNI) and forwards the decrypted stream. The PROXY protocol field between the two
+colons is not supported: an entry that sets it is refused with an Event.
+
+## Canary (` + "`" + ExtensionPrefix + "canary-*`" + `)
+
+An Ingress annotated ` + "`" + ExtensionPrefix + "canary-service: NAME`" + ` sends ` + "`" + ExtensionPrefix + "canary-weight`" + ` percent
+(0..100, default 0) of the requests each of its rules routes to that Service of its namespace, on the
+rule's port or ` + "`" + ExtensionPrefix + "canary-service-port`" + `. The split is per request (no stickiness). The canary
+backend takes the same Ingress-scope settings as the rule's backend and its own Service's annotations.
+The split applies to the rule's backend (Service port): another Ingress routing to the same Service
+port is split too and gets a CanaryShared Event. A weight change goes out through the Runtime API;
+naming a new canary Service adds its backend (one reload).
 `
 
 func prefixList() string {

@@ -232,7 +232,11 @@ func dumpGlobalFeatures(w *strings.Builder, d *Desired) {
 		fmt.Fprintf(w, "  errorfile %d %q\n", p.Code, p.Content)
 	}
 	for _, t := range d.TCPServices {
-		fmt.Fprintf(w, "  tcp-service %d -> %s\n", t.Port, t.Backend)
+		ssl := ""
+		if t.SSL {
+			ssl = " ssl"
+		}
+		fmt.Fprintf(w, "  tcp-service %d%s -> %s\n", t.Port, ssl, t.Backend)
 	}
 }
 

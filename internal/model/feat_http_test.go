@@ -148,19 +148,25 @@ func TestTCPServices(t *testing.T) {
 	svc := service("db", "pg", svcPort("sql", 5432, 5432))
 	cm := &corev1.ConfigMap{Data: map[string]string{
 		"15432": "db/pg:5432", "15433": "db/pg:sql", "15434": "db/pg:5432::ssl", "x": "db/pg:1", "15435": "nope",
+		"15436": "db/pg:5432:send-proxy", "15437": "db/pg:5432::tls",
 	}}
 	cm.Namespace, cm.Name = "ns", "tcp"
 	d := Build(&Snapshot{TCPServices: cm, Services: []*corev1.Service{svc},
 		EndpointSlices: nil}, Options{})
-	if len(d.TCPServices) != 2 || d.TCPServices[0] != (TCPService{15432, "tcp15432_db_pg_5432"}) || d.TCPServices[1] != (TCPService{15433, "tcp15433_db_pg_sql"}) {
-		t.Fatalf("tcp services %+v", d.TCPServices)
+	want := []TCPService{
+		{Port: 15432, Backend: "tcp15432_db_pg_5432"},
+		{Port: 15433, Backend: "tcp15433_db_pg_sql"},
+		{Port: 15434, Backend: "tcp15434_db_pg_5432", SSL: true},
+	}
+	if !slices.Equal(d.TCPServices, want) {
+		t.Fatalf("tcp services %+v, want %+v", d.TCPServices, want)
 	}
 	b := backendByName(t, d, "tcp15432_db_pg_5432")
 	if !b.TCP {
 		t.Fatal("TCP backend not marked TCP")
 	}
-	if n := len(problemsOf(d)); n != 3 {
-		t.Fatalf("want 3 problems, got %v", problemsOf(d))
+	if n := len(problemsOf(d)); n != 4 {
+		t.Fatalf("want 4 problems (x, nope, send-proxy, tls), got %v", problemsOf(d))
 	}
 }
 

@@ -23,6 +23,29 @@ type ErrorPage struct {
 type TCPService struct {
 	Port    int
 	Backend string
+	// SSL terminates TLS on Port with the default certificate.
+	SSL bool
+}
+
+// tcpOptions splits what follows NS/SERVICE: in a TCP service entry, the
+// HAProxy Kubernetes Ingress Controller's PORT[:[PROXY][:ssl]]. Only an
+// empty PROXY field is supported.
+func tcpOptions(opts string) (port string, ssl bool, err error) {
+	parts := strings.Split(opts, ":")
+	port = parts[0]
+	if len(parts) > 1 && parts[1] != "" {
+		return port, false, fmt.Errorf("PROXY protocol option %q is not supported for TCP services", parts[1])
+	}
+	if len(parts) > 2 {
+		if parts[2] != "ssl" {
+			return port, false, fmt.Errorf("option %q is not supported (want ssl)", parts[2])
+		}
+		ssl = true
+	}
+	if len(parts) > 3 {
+		return port, false, fmt.Errorf("%d fields after the port, want at most 2", len(parts)-1)
+	}
+	return port, ssl, nil
 }
 
 // ErrorFileCodes are the status codes HAProxy 2.6 generates and accepts in
@@ -101,7 +124,8 @@ func errorPage(code int, value string) (string, error) {
 	return strings.Join(lines, "\r\n") + "\r\n\r\n" + body, nil
 }
 
-// tcpServices reads --configmap-tcp-services: "PORT": "NS/SERVICE:PORT".
+// tcpServices reads --configmap-tcp-services: "PORT": "NS/SERVICE:PORT",
+// or "NS/SERVICE:PORT::ssl" to terminate TLS with the default certificate.
 // Each entry gets its own mode tcp backend, named tcp<port>_<ns>_<svc>_<port>
 // (four parts: no HTTP backend has that shape).
 func (b *builder) tcpServices() {
@@ -120,16 +144,14 @@ func (b *builder) tcpServices() {
 		value = strings.TrimSpace(value)
 		target, opts, _ := strings.Cut(value, ":")
 		ns, svc, ok := strings.Cut(target, "/")
-		svcPort, opt, _ := strings.Cut(opts, ":")
-		opt = strings.TrimPrefix(opt, ":")
+		svcPort, ssl, optErr := tcpOptions(opts)
 		if !ok || checkDNSLabel(ns) != nil || checkDNSLabel(svc) != nil || svcPort == "" {
-			b.problem(ref, ReasonInvalidTCP, "port %d: %q is not NAMESPACE/SERVICE:PORT; ignored", port, value)
+			b.problem(ref, ReasonInvalidTCP, "port %d: %q is not NAMESPACE/SERVICE:PORT[::ssl]; ignored", port, value)
 			continue
 		}
-		if opt != "" {
-			// TLS termination needs a certificate store that the TCP
-			// frontends do not have yet: refuse rather than serve in clear.
-			b.problem(ref, ReasonInvalidTCP, "port %d: option %q is not supported (TLS termination of TCP services is not available); ignored", port, opt)
+		if optErr != nil {
+			// Refuse rather than serve without what the entry asks for.
+			b.problem(ref, ReasonInvalidTCP, "port %d: %v; ignored", port, optErr)
 			continue
 		}
 		var bp networkingv1.ServiceBackendPort
@@ -149,7 +171,7 @@ func (b *builder) tcpServices() {
 		be.TCP = true
 		be.HTTP = HTTPRules{}
 		b.d.Backends = append(b.d.Backends, be)
-		b.d.TCPServices = append(b.d.TCPServices, TCPService{Port: port, Backend: name})
+		b.d.TCPServices = append(b.d.TCPServices, TCPService{Port: port, Backend: name, SSL: ssl})
 		added = true
 	}
 	if added {

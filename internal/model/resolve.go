@@ -116,6 +116,9 @@ func hasOurPrefix(ann map[string]string) bool {
 				return true
 			}
 		}
+		if strings.HasPrefix(k, ExtensionPrefix) {
+			return true
+		}
 	}
 	return false
 }

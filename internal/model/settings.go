@@ -56,6 +56,11 @@ func (t Target) String() string {
 // in the order they are looked up when an object carries several.
 var AnnotationPrefixes = []string{"haproxy.org/", "ingress.kubernetes.io/", "haproxy.com/"}
 
+// ExtensionPrefix is the one prefix of the settings the HAProxy Kubernetes
+// Ingress Controller lacks (Setting.Prefixes), so they never collide with
+// a future key of its own.
+const ExtensionPrefix = "perimeter.io/"
+
 // Setting is one ConfigMap key / annotation. A ConfigMap key is Name (or an
 // alias) as is; an annotation is one of AnnotationPrefixes + Name.
 type Setting struct {
@@ -74,6 +79,9 @@ type Setting struct {
 	// Runtime marks settings applied through the Runtime API without a
 	// reload; every other change reloads HAProxy.
 	Runtime bool
+	// Prefixes, when set, replace AnnotationPrefixes for this setting
+	// (extensions take ExtensionPrefix alone).
+	Prefixes []string
 
 	check      func(string) error
 	setBackend func(*backendDraft, string)
@@ -185,9 +193,14 @@ var settings = func() []Setting {
 	list = append(list, frontendFeatureSettings()...)
 	list = append(list, backendFeatureSettings()...)
 	list = append(list, tlsSettings()...)
+	list = append(list, canarySettings()...)
 	for i := range list {
 		s := &list[i]
-		for _, p := range AnnotationPrefixes {
+		prefixes := AnnotationPrefixes
+		if s.Prefixes != nil {
+			prefixes = s.Prefixes
+		}
+		for _, p := range prefixes {
 			for _, n := range s.names() {
 				s.annotations = append(s.annotations, p+n)
 			}
@@ -204,8 +217,17 @@ func Settings() []Setting {
 	for i := range out {
 		out[i].Aliases = slices.Clone(out[i].Aliases)
 		out[i].annotations = slices.Clone(out[i].annotations)
+		out[i].Prefixes = slices.Clone(out[i].Prefixes)
 	}
 	return out
+}
+
+// Annotation is the first annotation key of s, e.g. "haproxy.org/" + Name.
+func (s Setting) Annotation() string {
+	if len(s.annotations) == 0 {
+		return ""
+	}
+	return s.annotations[0]
 }
 
 // Check reports why raw is not a valid value for s, or nil.

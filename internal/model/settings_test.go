@@ -35,6 +35,10 @@ func TestSettingsTable(t *testing.T) {
 			if s.check == nil {
 				t.Errorf("%s: TLS setting without parser", s.Name)
 			}
+		case TargetCanary:
+			if s.check == nil || s.Scopes != ScopeIngress || !slices.Equal(s.Prefixes, []string{ExtensionPrefix}) {
+				t.Errorf("%s: canary settings are Ingress annotations with the extension prefix alone", s.Name)
+			}
 		default:
 			t.Errorf("%s: no target", s.Name)
 		}
@@ -43,7 +47,11 @@ func TestSettingsTable(t *testing.T) {
 				t.Errorf("%s: default %q invalid: %v", s.Name, s.Default, err)
 			}
 		}
-		if want := len(AnnotationPrefixes) * len(s.names()); len(s.annotations) != want {
+		prefixes := AnnotationPrefixes
+		if s.Prefixes != nil {
+			prefixes = s.Prefixes
+		}
+		if want := len(prefixes) * len(s.names()); len(s.annotations) != want {
 			t.Errorf("%s: %d annotation keys, want %d", s.Name, len(s.annotations), want)
 		}
 	}

@@ -315,13 +315,13 @@ func (t *tlsBuilder) loadCert(k nsName) certResult {
 	sec := t.secrets[k]
 	switch {
 	case sec == nil:
-		r = certResult{missing: true, err: fmt.Errorf("Secret %s not found", key)}
+		r = certResult{missing: true, err: fmt.Errorf("secret %s not found", key)}
 	case sec.Type != corev1.SecretTypeTLS && sec.Type != corev1.SecretTypeOpaque && sec.Type != "":
-		r.err = fmt.Errorf("Secret %s is of type %s, want %s", key, sec.Type, corev1.SecretTypeTLS)
+		r.err = fmt.Errorf("secret %s is of type %s, want %s", key, sec.Type, corev1.SecretTypeTLS)
 	default:
 		c, err := parseCertificate(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 		if err != nil {
-			r.err = fmt.Errorf("Secret %s: %w", key, err)
+			r.err = fmt.Errorf("secret %s: %w", key, err)
 			break
 		}
 		c.Name = k.ns + "_" + k.name
@@ -411,7 +411,7 @@ func (t *tlsBuilder) loadCA(k nsName) (*PEMFile, certResult) {
 	t.refs = append(t.refs, key)
 	sec := t.secrets[k]
 	if sec == nil {
-		return nil, certResult{missing: true, err: fmt.Errorf("Secret %s not found", key)}
+		return nil, certResult{missing: true, err: fmt.Errorf("secret %s not found", key)}
 	}
 	data := sec.Data["ca.crt"]
 	if len(data) == 0 {
@@ -419,7 +419,7 @@ func (t *tlsBuilder) loadCA(k nsName) (*PEMFile, certResult) {
 	}
 	bundle, err := parseCABundle(data)
 	if err != nil {
-		return nil, certResult{err: fmt.Errorf("Secret %s: %w", key, err)}
+		return nil, certResult{err: fmt.Errorf("secret %s: %w", key, err)}
 	}
 	sum := sha256.Sum256(bundle)
 	return &PEMFile{
