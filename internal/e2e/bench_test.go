@@ -43,12 +43,7 @@ func BenchmarkEndpointConvergence(b *testing.B) {
 			took = append(took, time.Since(start))
 		}
 		reloads := d.reloads() - before
-		slices.Sort(took)
-		p := func(q float64) time.Duration { return took[int(q*float64(len(took)-1))] }
-		b.ReportMetric(float64(p(0.5).Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(p(0.9).Microseconds())/1000, "p90-ms")
-		b.ReportMetric(float64(p(0.99).Microseconds())/1000, "p99-ms")
-		b.ReportMetric(float64(reloads), "reloads")
+		p := report(b, took, reloads)
 		fmt.Printf("endpoint write -> routed, %d changes: p50 %v, p90 %v, p99 %v, max %v; HAProxy reloads during churn: %d\n",
 			changes, p(0.5), p(0.9), p(0.99), took[len(took)-1], reloads)
 	}
@@ -85,12 +80,20 @@ func BenchmarkNewHostConvergence(b *testing.B) {
 			took = append(took, time.Since(start))
 		}
 		reloads := d.reloads() - before
-		slices.Sort(took)
-		p := func(q float64) time.Duration { return took[int(q*float64(len(took)-1))] }
-		b.ReportMetric(float64(p(0.5).Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(p(0.9).Microseconds())/1000, "p90-ms")
-		b.ReportMetric(float64(reloads), "reloads")
+		p := report(b, took, reloads)
 		fmt.Printf("new host on an existing Service -> routed, %d Ingresses: p50 %v, p90 %v, max %v; reloads: %d\n",
 			hosts, p(0.5), p(0.9), took[len(took)-1], reloads)
 	}
+}
+
+// report sorts the samples, reports p50/p90/p99 and the reload count as
+// benchmark metrics and returns the quantile function for the summary line.
+func report(b *testing.B, took []time.Duration, reloads int) func(float64) time.Duration {
+	slices.Sort(took)
+	p := func(q float64) time.Duration { return took[int(q*float64(len(took)-1))] }
+	b.ReportMetric(float64(p(0.5).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(p(0.9).Microseconds())/1000, "p90-ms")
+	b.ReportMetric(float64(p(0.99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(reloads), "reloads")
+	return p
 }
