@@ -106,6 +106,9 @@ func Explain(ctx context.Context, c *config.Config, host, path string, out io.Wr
 		}
 		fmt.Fprintf(out, "%s%s: Ingress %s/%s, rule host %s path %s (%s), backend %s\n",
 			host, path, r.Ingress.Namespace, r.Ingress.Name, h, r.Path, r.PathType, r.Backend)
+		if c, w, ok := model.Canary(want, r.Backend); ok {
+			fmt.Fprintf(out, "  canary: %d%% of these requests go to backend %s instead\n", w, c)
+		}
 	}
 	for _, b := range want.Backends {
 		if b.Name != r.Backend {

@@ -231,7 +231,7 @@ func TestInjection(t *testing.T) {
 		for i, p := range payloads(ex) {
 			var snap *model.Snapshot
 			if s.Scopes&model.ScopeIngress != 0 {
-				snap = featureSnapshot(map[string]string{model.AnnotationPrefixes[0] + s.Name: p}, nil, nil)
+				snap = featureSnapshot(map[string]string{s.Annotation(): p}, nil, nil)
 			} else {
 				snap = featureSnapshot(nil, nil, map[string]string{s.Name: p})
 			}

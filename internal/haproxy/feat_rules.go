@@ -259,6 +259,8 @@ func featureExtras(want *model.Desired, st *state, reject func(string, ...any)) 
 			reject("TCP service port %d is not valid or appears twice; ignored", t.Port)
 		case b == nil || !b.spec.TCP:
 			reject("TCP service port %d: backend %q is not a TCP backend; ignored", t.Port, t.Backend)
+		case t.SSL && (want.TLS.Default == nil || !safePEM(want.TLS.Default.PEM)):
+			reject("TCP service port %d: TLS termination needs the default certificate, which is missing; the port is not served", t.Port)
 		default:
 			ports[t.Port] = true
 			e.tcp = append(e.tcp, t)
@@ -368,7 +370,7 @@ func (r renderer) headFeatures(text string, st *state) string {
 	for _, t := range st.extras.tcp {
 		fmt.Fprintf(&b, "\nfrontend tcp_%d from %s\n  mode tcp\n", t.Port, defaultsName)
 		for _, h := range r.tcpHosts {
-			fmt.Fprintf(&b, "  bind %s\n", net.JoinHostPort(h, strconv.Itoa(t.Port)))
+			fmt.Fprintf(&b, "  bind %s%s\n", net.JoinHostPort(h, strconv.Itoa(t.Port)), r.tcpBindTLS(t))
 		}
 		if logging {
 			b.WriteString("  option tcplog\n")

@@ -567,6 +567,11 @@ func TestIntegrationStopsStaleMaster(t *testing.T) {
 		_, err := d.master.ShowProc(context.Background())
 		return err
 	})
+	// Without its pid file the master was not handed over (adopt_test.go):
+	// it is found by its command line and stopped.
+	if err := os.Remove(d.paths.pidFile); err != nil {
+		t.Fatal(err)
+	}
 
 	h := startHAProxy(t, log, func(o *Options) {
 		tweak(o)

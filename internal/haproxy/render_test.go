@@ -159,6 +159,11 @@ func haproxyCheck(t *testing.T, cfg string, maps map[string]string) {
 	if err := os.MkdirAll(filepath.Join(dir, "maps"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range mapNames {
+		if err := os.WriteFile(filepath.Join(dir, "maps", name+".map"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, content := range maps {
 		if err := os.WriteFile(filepath.Join(dir, "maps", name+".map"), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -236,7 +241,7 @@ func TestRenderFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 3 || !strings.Contains(string(files["haproxy.cfg"]), "backend shop_api_8080 from perimeter") ||
+	if len(files) != 1+len(mapNames) || !strings.Contains(string(files["haproxy.cfg"]), "backend shop_api_8080 from perimeter") ||
 		!strings.Contains(string(files["maps/path-prefix.map"]), "shop.example.com/api/ shop_api_8080\n") {
 		t.Fatalf("files: %v", slices.Collect(maps.Keys(files)))
 	}

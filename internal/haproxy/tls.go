@@ -486,7 +486,7 @@ func (d *Driver) tlsCommands(cur, next *state) (pre, post []runtimeStep) {
 		}
 	}
 	if !r.httpsOn(next) || !r.httpsOn(cur) {
-		return pre, post
+		return append(pre, r.tcpCertSteps(cur, next)...), post
 	}
 	list := r.certPath(crtListName)
 	set := func(path string, pem []byte) []runtimeStep {

@@ -72,7 +72,8 @@ type Desired struct {
 	Global Global
 	// Backends sorted by Name.
 	Backends []*Backend
-	// Maps by name (MapExact, MapPrefix, ...): key -> value (a backend name).
+	// Maps by name (MapExact, MapPrefix, ...): key -> value (a backend name;
+	// a weight 0..100 in MapCanaryWeight).
 	Maps map[string]map[string]string
 	// DefaultBackend names the backend for requests no rule matches; empty
 	// means HAProxy's built-in 404 answer.
