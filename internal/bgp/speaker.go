@@ -425,6 +425,11 @@ func (s *Speaker) apply(ctx context.Context, st ClusterState) {
 		s.m.peerState.WithLabelValues(a.String()).Set(1)
 		s.m.peerUp.WithLabelValues(a.String()).Set(0)
 		s.log.Info("added BGP peer", "peer", a, "as", p.AS, "kind", p.Kind, "node", p.Node, "md5", p.Password != "")
+		if !onLocalSubnet(a) {
+			s.log.Warn("BGP peer is not on a subnet of this host: the next hops it announces must be reachable through "+
+				"an existing route, or its routes are refused (put the edge host on the nodes' subnet, or peer with a route reflector there)",
+				"peer", a, "node", p.Node)
+		}
 	}
 	s.applyPassive(ctx, st)
 	s.mu.Lock()

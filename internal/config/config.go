@@ -159,7 +159,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.BGP.RouterID, "bgp-router-id", "", "BGP router ID (default: the listen address)")
 	fs.StringVar(&c.BGP.ListenAddress, "bgp-listen-address", "", "address the BGP speaker listens on")
 	fs.IntVar(&c.BGP.ListenPort, "bgp-listen-port", 179, "BGP port")
-	fs.Var(repeatFlag{&c.BGP.Peers}, "bgp-peer", "static BGP peer ADDRESS[,as=N][,password-secret=NS/NAME[:KEY]] (repeatable)")
+	fs.Var(repeatFlag{&c.BGP.Peers}, "bgp-peer", "static BGP peer ADDRESS[,as=N][,password-secret=NS/NAME[/KEY]] (repeatable)")
 	fs.BoolVar(&c.BGP.PeersFromNodes, "bgp-peers-from-nodes", false, "peer with every Node (Calico's projectcalico.org/IPv4Address, else InternalIP)")
 	fs.Func("bgp-cluster-as", "AS of nodes without projectcalico.org/ASNumber (default: --bgp-local-as)", func(s string) error { return parseAS(s, &c.BGP.ClusterAS) })
 	fs.StringVar(&c.BGP.PassivePrefix, "bgp-passive-prefix", "", "accept BGP sessions from peers in this prefix")
