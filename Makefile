@@ -20,6 +20,7 @@ testbed:
 
 test: testbed
 	$(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -run '^$$' -fuzz FuzzAnnotations -fuzztime 5s ./internal/model
 
 test-short:
 	$(GO) test -short ./...

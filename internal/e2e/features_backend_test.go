@@ -79,27 +79,28 @@ func TestHealthCheck(t *testing.T) {
 		}
 		return nil
 	})
-	// hdr(X-User): the same header value, the same pod.
+	// hdr(X-User): the same header value, the same pod. The file is written
+	// before the reload completes, so poll for the behaviour itself.
 	e.annotate("Service", "app", map[string]string{"haproxy.org/load-balance": "hdr(X-User)"})
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(d.config(), "balance hdr(X-User)") {
 			return fmt.Errorf("balance hdr(X-User) not rendered yet")
 		}
+		for _, user := range []string{"alice", "bob", "carol"} {
+			seen := map[string]bool{}
+			for i := 0; i < 6; i++ {
+				r, err := d.getWith("hc.test", "/", map[string]string{"X-User": user})
+				if err != nil || r.status != 200 {
+					return fmt.Errorf("X-User %s: %v %d", user, err, r.status)
+				}
+				seen[r.header.Get("X-Pod")] = true
+			}
+			if len(seen) != 1 {
+				return fmt.Errorf("X-User %s answered by %v, want one pod", user, seen)
+			}
+		}
 		return nil
 	})
-	for _, user := range []string{"alice", "bob", "carol"} {
-		seen := map[string]bool{}
-		for i := 0; i < 6; i++ {
-			r, err := d.getWith("hc.test", "/", map[string]string{"X-User": user})
-			if err != nil || r.status != 200 {
-				t.Fatalf("X-User %s: %v %d", user, err, r.status)
-			}
-			seen[r.header.Get("X-Pod")] = true
-		}
-		if len(seen) != 1 {
-			t.Fatalf("X-User %s answered by %v, want one pod", user, seen)
-		}
-	}
 }
 
 // TestStickySessions: a cookie-persistence client stays on its pod while
