@@ -66,17 +66,34 @@ func (d *Driver) adopt(ctx context.Context) *process {
 	return &process{pid: pid, adopted: true, done: make(chan struct{}), quit: make(chan struct{}), out: &lineLogger{log: d.log}}
 }
 
+// adoptedMisses is how many polls in a row must find a foreign command line
+// before the adopted master counts as gone.
+const adoptedMisses = 5
+
 // watchAdopted closes p.done when the adopted master is gone, since we
 // cannot wait for a process that is not our child.
 func (d *Driver) watchAdopted(p *process) {
 	t := time.NewTicker(adoptedPoll)
 	defer t.Stop()
+	// A reloading master re-executes itself under the same pid, and for a
+	// moment its /proc cmdline is empty or not yet ours: only a missing
+	// process, a zombie, or a foreign command line seen several polls in a
+	// row (the pid was reused) means it is gone.
+	misses := 0
 	for {
 		select {
 		case <-p.quit:
 			return
 		case <-t.C:
-			if !d.isOurs(p.pid) {
+			switch st := processState(p.pid); {
+			case st == 0 || st == 'Z':
+				misses = adoptedMisses
+			case d.isOurs(p.pid):
+				misses = 0
+			default:
+				misses++
+			}
+			if misses >= adoptedMisses {
 				p.waitErr = errors.New("adopted master exited")
 				close(p.done)
 				return
