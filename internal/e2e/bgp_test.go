@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -288,13 +289,18 @@ func TestBGPHandOverRestart(t *testing.T) {
 	}
 	d2.waitPeers(60*time.Second, l.nodes[0], l.nodes[1])
 	waitRoutes(t, 30*time.Second, routesVia(l.nodes[0], l.nodes[1]))
-	st, err := d2.bgpStatus()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.StaleSwept || !strings.Contains(d2.out.String(), "all peers sent End-of-RIB") {
-		t.Errorf("stale route not swept after End-of-RIB (swept %v)", st.StaleSwept)
-	}
+	// The status flag and the log line are written one after the other:
+	// poll for both.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		st, err := d2.bgpStatus()
+		if err != nil {
+			return err
+		}
+		if !st.StaleSwept || !strings.Contains(d2.out.String(), "all peers sent End-of-RIB") {
+			return fmt.Errorf("stale route not swept after End-of-RIB (swept %v)", st.StaleSwept)
+		}
+		return nil
+	})
 	sentBefore = loop.sent.Load()
 	waitSent(t, loop, sentBefore+50)
 	sent, failed, errs := loop.finish()
