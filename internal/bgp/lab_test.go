@@ -189,7 +189,7 @@ func requireLab(tb testing.TB) {
 	}
 	for _, bin := range []string{"bird", "birdc", "ip"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			tb.Skipf("BIRD lab needs %s (apt-get install bird2 iproute2)", bin)
+			tb.Fatalf("BIRD lab needs %s (apt-get install bird2 iproute2)", bin)
 		}
 	}
 }

@@ -79,12 +79,13 @@ type birdNode struct {
 
 func requireBIRD(t testing.TB) {
 	t.Helper()
+	testenv.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("BGP end-to-end tests need root, network namespaces, bird2 and HAProxy (skipped in -short mode)")
 	}
 	for _, bin := range []string{"bird", "birdc"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("BGP end-to-end tests need %s (apt-get install bird2)", bin)
+			t.Fatalf("BGP end-to-end tests need %s (apt-get install bird2)", bin)
 		}
 	}
 }

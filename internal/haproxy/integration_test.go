@@ -34,7 +34,7 @@ func requireHAProxy(tb testing.TB) {
 		tb.Skip("not root: skipping tests that run haproxy")
 	}
 	if _, err := findProgram(""); err != nil {
-		tb.Skip("haproxy not installed: " + err.Error())
+		tb.Fatal("haproxy not installed (apt-get install haproxy): " + err.Error())
 	}
 }
 
