@@ -43,8 +43,15 @@ func perimeterBinary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "perimeter-e2e-bin-")
+		// A fixed place in the user's cache, not a temporary directory: the
+		// binary is ~100 MiB and go build only relinks it when code changed.
+		cache, err := os.UserCacheDir()
 		if err != nil {
+			buildErr = err
+			return
+		}
+		dir := filepath.Join(cache, "perimeter", "e2e")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			buildErr = err
 			return
 		}
