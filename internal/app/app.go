@@ -137,13 +137,21 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	problems, stopEvents := kube.NewProblems(cs, w.Lookup, log.With("component", "events"))
 	defer stopEvents()
 
-	var ready, alive atomic.Bool
-	alive.Store(true)
+	var ready atomic.Bool
+	// busySince is when the sync loop started its current pass (0: idle). A
+	// pass stuck for longer than stallAfter (an API or HAProxy call that
+	// never returns) fails /healthz and stops the systemd watchdog pings,
+	// so the daemon gets restarted.
+	var busySince atomic.Int64
+	alive := func() bool {
+		t := busySince.Load()
+		return t == 0 || time.Since(time.Unix(0, t)) < stallAfter
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel(nil)
 
-	mux := controllerMux(m, &ready, &alive)
+	mux := controllerMux(m, &ready, alive)
 	// The speaker starts before HAProxy: routes to the pods should exist by
 	// the time the first configuration is served. It stops last, after
 	// HAProxy, so no request is sent towards a pod whose route is gone.
@@ -228,7 +236,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("caches synced", "objects", w.Sizes())
-	go systemd.Watchdog(ctx, alive.Load)
+	go systemd.Watchdog(ctx, alive)
 
 	opts := ModelOptions(c)
 	if opts.DefaultCertificate, err = selfSignedCertificate(time.Now()); err != nil {
@@ -268,7 +276,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		defer func() { cancel(nil); <-statusDone }()
 	}
 
-	l := &loop{c: c, log: log, w: w, drv: drv, m: m, problems: problems, opts: opts, status: status}
+	l := &loop{c: c, log: log, w: w, drv: drv, m: m, problems: problems, opts: opts, status: status, busySince: &busySince}
 	err = l.run(ctx, func() {
 		if !ready.Swap(true) {
 			m.Ready.Set(1)
@@ -290,10 +298,14 @@ func causeOrNil(ctx context.Context) error {
 	return nil
 }
 
-func controllerMux(m *metrics.Daemon, ready, alive *atomic.Bool) *http.ServeMux {
+// stallAfter is how long one sync pass may take before the daemon counts as
+// stuck; a reload at 5,000 backends takes well under a second.
+const stallAfter = 2 * time.Minute
+
+func controllerMux(m *metrics.Daemon, ready *atomic.Bool, alive func() bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !alive.Load() {
+		if !alive() {
 			http.Error(w, "sync loop stalled", http.StatusServiceUnavailable)
 			return
 		}
@@ -320,6 +332,8 @@ type loop struct {
 	problems *kube.Problems
 	opts     model.Options
 	status   *kube.StatusWriter // nil with --disable-ingress-status-update
+	// busySince is set while a pass runs, for the liveness check.
+	busySince *atomic.Int64
 }
 
 func (l *loop) run(ctx context.Context, onServing func()) error {
@@ -329,7 +343,9 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 		if pending {
 			pending = false
 			start := time.Now()
+			l.busySince.Store(start.UnixNano())
 			res, err := l.sync(ctx)
+			l.busySince.Store(0)
 			if err != nil {
 				l.log.Error("apply failed; the last good configuration keeps serving", "err", err)
 				retry = time.After(time.Second)
