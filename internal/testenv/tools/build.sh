@@ -6,7 +6,7 @@ set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 K8S=1.37.1
 ETCD=3.6.16
-OUT=${PERIMETER_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/perimeter/bin}
+OUT=${PERIMETER_BIN_DIR:-${XDG_CACHE_HOME:-${HOME:-/var/tmp}/.cache}/perimeter/bin}
 mkdir -p "$OUT"
 
 stamp() { [ -x "$OUT/$1" ] && [ "$(cat "$OUT/$1.version" 2>/dev/null)" = "$2" ]; }
