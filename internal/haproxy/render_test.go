@@ -169,15 +169,7 @@ func haproxyCheck(t *testing.T, cfg string, maps map[string]string) {
 			t.Fatal(err)
 		}
 	}
-	cfg = strings.ReplaceAll(cfg, goldenConfigDir, dir)
-	cfg = strings.ReplaceAll(cfg, goldenRunDir, dir)
-	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&programChecker{program: prog}).Check(context.Background(), path); err != nil {
-		t.Fatalf("haproxy -c: %v", err)
-	}
+	checkGoldenConfig(t, prog, dir, cfg)
 }
 
 func TestHaproxyDuration(t *testing.T) {
@@ -247,5 +239,20 @@ func TestRenderFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "etc")); !os.IsNotExist(err) {
 		t.Errorf("Render must not create directories: %v", err)
+	}
+}
+
+// checkGoldenConfig writes a golden haproxy.cfg into dir, with the golden
+// paths pointed at dir, and fails the test unless `haproxy -c` accepts it.
+func checkGoldenConfig(t *testing.T, prog, dir, cfg string) {
+	t.Helper()
+	cfg = strings.ReplaceAll(cfg, goldenConfigDir, dir)
+	cfg = strings.ReplaceAll(cfg, goldenRunDir, dir)
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&programChecker{program: prog}).Check(context.Background(), path); err != nil {
+		t.Fatalf("haproxy -c: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package haproxy
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -135,15 +134,7 @@ func tlsCheck(t *testing.T, cfg string, st *state, r renderer) {
 			t.Fatal("invalid CA file in a check")
 		}
 	}
-	cfg = strings.ReplaceAll(cfg, goldenConfigDir, dir)
-	cfg = strings.ReplaceAll(cfg, goldenRunDir, dir)
-	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&programChecker{program: prog}).Check(context.Background(), path); err != nil {
-		t.Fatalf("haproxy -c: %v", err)
-	}
+	checkGoldenConfig(t, prog, dir, cfg)
 }
 
 func TestTLSCommands(t *testing.T) {
