@@ -334,6 +334,9 @@ type loop struct {
 	status   *kube.StatusWriter // nil with --disable-ingress-status-update
 	// busySince is set while a pass runs, for the liveness check.
 	busySince *atomic.Int64
+	// prev is the last model result, from which an EndpointSlice-only
+	// change is computed without a full Build.
+	prev *model.Desired
 }
 
 func (l *loop) run(ctx context.Context, onServing func()) error {
@@ -372,13 +375,23 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 }
 
 func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
-	snap := l.w.Snapshot()
-	want := model.Build(snap, l.opts)
+	snap, delta := l.w.SnapshotDelta()
+	var want *model.Desired
+	if !delta.Other && l.prev != nil {
+		// Only endpoints moved: at thousands of Ingresses a full Build
+		// would delay the new server addresses by tens of milliseconds.
+		start := time.Now()
+		want = model.RefreshEndpoints(l.prev, snap, l.opts, delta.Services)
+		l.log.Debug("endpoints refreshed", "services", len(delta.Services), "took", time.Since(start))
+	} else {
+		want = model.Build(snap, l.opts)
+	}
 	if l.w.WatchSecrets(want.SecretRefs) {
 		// Newly referenced Secrets are now listed as loading: build
 		// again so their absence is not reported as a problem.
 		want = model.Build(l.w.Snapshot(), l.opts)
 	}
+	l.prev = want
 	res, err := l.drv.Apply(ctx, want)
 	all := append(append([]model.Problem(nil), want.Problems...), res.Quarantined...)
 	l.problems.Report(all)

@@ -56,6 +56,22 @@ type Watcher struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	secrets map[string]*namedInformer // NS/NAME -> single-object informer
+
+	// dirty is what changed since the last SnapshotDelta.
+	dirtyMu sync.Mutex
+	dirty   Delta
+	// pending: the last SnapshotDelta listed Secrets still loading.
+	pending bool
+}
+
+// Delta says what changed between two snapshots, so that a change to
+// EndpointSlices alone can skip rebuilding everything else.
+type Delta struct {
+	// Other: something other than EndpointSlices changed (or may have).
+	Other bool
+	// Services whose EndpointSlices changed, by the slices'
+	// kubernetes.io/service-name label, before and after the change.
+	Services map[model.ServiceKey]bool
 }
 
 type namedInformer struct {
@@ -73,6 +89,7 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 		opts:       opts,
 		log:        log,
 		changed:    make(chan struct{}, 1),
+		dirty:      Delta{Other: true},
 		configMaps: map[string]cache.SharedIndexInformer{},
 		secrets:    map[string]*namedInformer{},
 	}
@@ -88,7 +105,7 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 		w.factories = append(w.factories, f)
 		w.ingresses = append(w.ingresses, w.notify(f.Networking().V1().Ingresses().Informer()))
 		w.services = append(w.services, w.notify(f.Core().V1().Services().Informer()))
-		w.slices = append(w.slices, w.notify(f.Discovery().V1().EndpointSlices().Informer()))
+		w.slices = append(w.slices, w.notifySlices(f.Discovery().V1().EndpointSlices().Informer()))
 	}
 	w.classes = informers.NewSharedInformerFactoryWithOptions(cs, opts.Resync, strip)
 	w.ingClass = w.notify(w.classes.Networking().V1().IngressClasses().Informer())
@@ -114,18 +131,73 @@ func (w *Watcher) single(resource, ns, name string, obj runtime.Object) cache.Sh
 }
 
 func (w *Watcher) notify(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
-	signal := func() {
-		select {
-		case w.changed <- struct{}{}:
-		default:
-		}
+	changed := func() {
+		w.dirtyMu.Lock()
+		w.dirty.Other = true
+		w.dirtyMu.Unlock()
+		w.signal()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { signal() },
-		UpdateFunc: func(old, cur any) { signal() },
-		DeleteFunc: func(any) { signal() },
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(old, cur any) { changed() },
+		DeleteFunc: func(any) { changed() },
 	})
 	return inf
+}
+
+// notifySlices records which Services' EndpointSlices changed. Informers
+// update their store before calling handlers, so a change recorded after
+// SnapshotDelta took the dirty set is either in that snapshot or in the
+// next delta.
+func (w *Watcher) notifySlices(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
+	changed := func(objs ...any) {
+		w.dirtyMu.Lock()
+		for _, o := range objs {
+			k, known, ok := sliceService(o)
+			switch {
+			case !ok:
+				w.dirty.Other = true
+			case known:
+				if w.dirty.Services == nil {
+					w.dirty.Services = map[model.ServiceKey]bool{}
+				}
+				w.dirty.Services[k] = true
+			}
+		}
+		w.dirtyMu.Unlock()
+		w.signal()
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { changed(o) },
+		UpdateFunc: func(old, cur any) { changed(old, cur) },
+		DeleteFunc: func(o any) { changed(o) },
+	})
+	return inf
+}
+
+// sliceService reads the Service an EndpointSlice event is about; known is
+// false for a slice of no Service, which the model ignores, and ok is false
+// for an object that is not a slice.
+func sliceService(o any) (k model.ServiceKey, known, ok bool) {
+	if d, isTomb := o.(cache.DeletedFinalStateUnknown); isTomb {
+		o = d.Obj
+	}
+	sl, isSlice := o.(*discoveryv1.EndpointSlice)
+	if !isSlice || sl == nil {
+		return k, false, false
+	}
+	name := sl.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return k, false, true
+	}
+	return model.ServiceKey{Namespace: sl.Namespace, Name: name}, true, true
+}
+
+func (w *Watcher) signal() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
 }
 
 // Changed signals (coalesced) that some cached object changed.
@@ -183,10 +255,12 @@ func (w *Watcher) WatchSecrets(refs []string) (started bool) {
 	for _, r := range refs {
 		want[r] = true
 	}
+	dropped := false
 	for r, s := range w.secrets {
 		if !want[r] {
 			close(s.stop)
 			delete(w.secrets, r)
+			dropped = true
 		}
 	}
 	for r := range want {
@@ -212,7 +286,39 @@ func (w *Watcher) WatchSecrets(refs []string) (started bool) {
 		w.secrets[r] = s
 		started = true
 	}
+	// A dropped Secret leaves the snapshots without an event.
+	if started || dropped {
+		w.markOther()
+	}
 	return started
+}
+
+func (w *Watcher) markOther() {
+	w.dirtyMu.Lock()
+	w.dirty.Other = true
+	w.dirtyMu.Unlock()
+}
+
+// SnapshotDelta is Snapshot with what changed since the previous
+// SnapshotDelta (everything, the first time). The dirty state is taken
+// before the caches are read, so a change is never lost between the two:
+// at worst it is reported again next time.
+func (w *Watcher) SnapshotDelta() (*model.Snapshot, Delta) {
+	w.dirtyMu.Lock()
+	d := w.dirty
+	w.dirty = Delta{}
+	w.dirtyMu.Unlock()
+	s := w.Snapshot()
+	// A Secret's watch completing its first list changes PendingSecrets
+	// without any event when the Secret does not exist.
+	pending := len(s.PendingSecrets) > 0
+	w.dirtyMu.Lock()
+	if pending || w.pending {
+		d.Other = true
+	}
+	w.pending = pending
+	w.dirtyMu.Unlock()
+	return s, d
 }
 
 // Snapshot copies the caches' current content. Objects are shared with the

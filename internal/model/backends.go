@@ -39,29 +39,48 @@ func (b *builder) finishBackend(st *backendState) *Backend {
 	// A backend whose Service or port is missing keeps its routes: HAProxy
 	// answers 503 for them rather than letting the request fall through to
 	// some other rule or the default backend.
-	switch {
-	case svc == nil:
+	draft.endpointsFrom = endpointSource{port: st.port, serversIncrement: draft.serversIncrement}
+	switch reason := b.resolveEndpoints(&draft.Backend, svc); reason {
+	case ReasonServiceNotFound:
 		b.userProblem(st, ReasonServiceNotFound, "Service %s/%s not found; backend %s has no servers", st.namespace, st.service, st.name)
-	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+	case ReasonUnsupportedService:
 		b.userProblem(st, ReasonUnsupportedService, "Service %s/%s is of type ExternalName (%q), which is not supported; backend %s has no servers",
 			st.namespace, st.service, svc.Spec.ExternalName, st.name)
-	default:
-		sp, ok := servicePort(svc, st.port)
-		if !ok {
-			b.userProblem(st, ReasonPortNotFound, "Service %s/%s has no TCP port %s; backend %s has no servers",
-				st.namespace, st.service, draft.Port, st.name)
-			break
-		}
-		draft.Endpoints = b.endpoints(svc, sp)
+	case ReasonPortNotFound:
+		b.userProblem(st, ReasonPortNotFound, "Service %s/%s has no TCP port %s; backend %s has no servers",
+			st.namespace, st.service, draft.Port, st.name)
 	}
+	be := draft.Backend
+	return &be
+}
 
-	inc := draft.serversIncrement
+// resolveEndpoints sets be's Endpoints and Slots from svc and the snapshot's
+// slices; it is the one place both Build and RefreshEndpoints compute them.
+// It returns the reason the backend has no servers because of its Service
+// ("" when the Service port exists); the caller reports it.
+func (b *builder) resolveEndpoints(be *Backend, svc *corev1.Service) (reason string) {
+	be.Endpoints = nil
+	switch {
+	case svc == nil:
+		reason = ReasonServiceNotFound
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		reason = ReasonUnsupportedService
+	default:
+		if sp, ok := servicePort(svc, be.endpointsFrom.port); ok {
+			be.Endpoints = b.endpoints(svc, sp)
+		} else {
+			reason = ReasonPortNotFound
+		}
+	}
+	inc := be.endpointsFrom.serversIncrement
 	if inc < 1 {
 		inc = defaultServersIncrement
 	}
-	draft.Slots = max(inc, (len(draft.Endpoints)+inc-1)/inc*inc)
-	be := draft.Backend
-	return &be
+	be.Slots = max(inc, (len(be.Endpoints)+inc-1)/inc*inc)
+	if be.endpointsFrom.failClosed {
+		be.Endpoints = nil
+	}
+	return reason
 }
 
 func portString(p networkingv1.ServiceBackendPort) string {
@@ -136,7 +155,7 @@ func (b *builder) endpoints(svc *corev1.Service, sp corev1.ServicePort) []Endpoi
 			// the first, and so do we.
 			addr, err := netip.ParseAddr(ep.Addresses[0])
 			if err != nil || !family(addr) || addr.Zone() != "" {
-				b.problem(ObjectRef{Kind: "EndpointSlice", Namespace: sl.Namespace, Name: sl.Name}, ReasonInvalidEndpoint,
+				b.problem(ObjectRef{Kind: kindEndpointSlice, Namespace: sl.Namespace, Name: sl.Name}, ReasonInvalidEndpoint,
 					"address %q is not a plain %s address; the endpoint is ignored", ep.Addresses[0], sl.AddressType)
 				continue
 			}
@@ -178,6 +197,8 @@ func (b *builder) endpoints(svc *corev1.Service, sp corev1.ServicePort) []Endpoi
 	}
 	return out
 }
+
+const kindEndpointSlice = "EndpointSlice"
 
 // slicePort finds the slice port for a Service port: same name, same
 // protocol.

@@ -56,3 +56,25 @@ func TestBenchSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRefreshEndpoints is the endpoint-only path: one Service's slice
+// changes among n.
+func BenchmarkRefreshEndpoints(b *testing.B) {
+	for _, n := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+			s := benchSnapshot(n)
+			prev := Build(s, Options{})
+			s2 := cloneSnapshot(s)
+			k := ServiceKey{"ns-7", "app-7"}
+			sliceMutations[0].do(s2, k)
+			changed := map[ServiceKey]bool{k: true}
+			b.ReportAllocs()
+			for b.Loop() {
+				d := RefreshEndpoints(prev, s2, Options{}, changed)
+				if len(d.Backends) != n {
+					b.Fatalf("%d backends, want %d", len(d.Backends), n)
+				}
+			}
+		})
+	}
+}

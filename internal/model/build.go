@@ -126,17 +126,23 @@ func newBuilder(s *Snapshot, o Options) *builder {
 		}
 	}
 	for _, sl := range s.EndpointSlices {
-		if sl == nil {
-			continue
+		if k, ok := sliceService(sl); ok {
+			b.slices[k] = append(b.slices[k], sl)
 		}
-		name := sl.Labels[discoveryv1.LabelServiceName]
-		if name == "" {
-			continue
-		}
-		k := nsName{sl.Namespace, name}
-		b.slices[k] = append(b.slices[k], sl)
 	}
 	return b
+}
+
+// sliceService names the Service an EndpointSlice belongs to.
+func sliceService(sl *discoveryv1.EndpointSlice) (nsName, bool) {
+	if sl == nil {
+		return nsName{}, false
+	}
+	name := sl.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nsName{}, false
+	}
+	return nsName{sl.Namespace, name}, true
 }
 
 func (b *builder) problem(obj ObjectRef, reason, format string, args ...any) {

@@ -624,6 +624,7 @@ func (t *tlsBuilder) backends() {
 				}
 				// Fail closed: no server rather than an unverified one.
 				be.Endpoints = nil
+				be.endpointsFrom.failClosed = true
 			}
 			bt.CA = ca
 		}

@@ -163,6 +163,10 @@ type Backend struct {
 	HTTP HTTPRules
 	// TCP marks the backend of a --configmap-tcp-services entry (mode tcp).
 	TCP bool
+
+	// endpointsFrom is what RefreshEndpoints needs to recompute Endpoints
+	// and Slots without the Ingresses (refresh.go).
+	endpointsFrom endpointSource
 }
 
 // Endpoint is one pod address serving a backend.

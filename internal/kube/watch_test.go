@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+func testSlice(ns, name, svc string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+}
+
+func TestSliceService(t *testing.T) {
+	sl := testSlice("ns", "web-abc", "web")
+	want := model.ServiceKey{Namespace: "ns", Name: "web"}
+	for _, o := range []any{sl, cache.DeletedFinalStateUnknown{Key: "ns/web-abc", Obj: sl}} {
+		if k, known, ok := sliceService(o); k != want || !known || !ok {
+			t.Errorf("sliceService(%T) = %v %v %v", o, k, known, ok)
+		}
+	}
+	if _, known, ok := sliceService(testSlice("ns", "orphan", "")); known || !ok {
+		t.Errorf("a slice without a Service: known %v ok %v", known, ok)
+	}
+	if _, _, ok := sliceService(cache.DeletedFinalStateUnknown{Key: "x", Obj: "junk"}); ok {
+		t.Error("a tombstone of something else counts as a slice")
+	}
+}
+
+// waitDelta polls SnapshotDelta until it reports something, with a
+// deadline.
+func waitDelta(t *testing.T, w *Watcher) (*model.Snapshot, Delta) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, d := w.SnapshotDelta()
+		if d.Other || len(d.Services) > 0 {
+			return s, d
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no change reported")
+		}
+		select {
+		case <-w.Changed():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestSnapshotDelta(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := fake.NewClientset()
+	w := NewWatcher(cs, WatchOptions{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, d := w.SnapshotDelta(); !d.Other {
+		t.Fatal("the first delta must ask for a full build")
+	}
+	if _, d := w.SnapshotDelta(); d.Other || len(d.Services) != 0 {
+		t.Fatalf("nothing changed, got %+v", d)
+	}
+
+	slices := cs.DiscoveryV1().EndpointSlices("ns")
+	if _, err := slices.Create(ctx, testSlice("ns", "web-abc", "web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, d := waitDelta(t, w)
+	web := model.ServiceKey{Namespace: "ns", Name: "web"}
+	if d.Other || !reflect.DeepEqual(d.Services, map[model.ServiceKey]bool{web: true}) {
+		t.Fatalf("after a slice was created: %+v", d)
+	}
+	if len(s.EndpointSlices) != 1 {
+		t.Fatalf("the snapshot taken with the delta lacks the slice: %d slices", len(s.EndpointSlices))
+	}
+
+	// A slice moved to another Service changes both.
+	moved := testSlice("ns", "web-abc", "api")
+	if _, err := slices.Update(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, d = waitDelta(t, w)
+	api := model.ServiceKey{Namespace: "ns", Name: "api"}
+	if d.Other || !reflect.DeepEqual(d.Services, map[model.ServiceKey]bool{web: true, api: true}) {
+		t.Fatalf("after a slice moved: %+v", d)
+	}
+
+	if err := slices.Delete(ctx, "web-abc", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, d = waitDelta(t, w)
+	if d.Other || !reflect.DeepEqual(d.Services, map[model.ServiceKey]bool{api: true}) || len(s.EndpointSlices) != 0 {
+		t.Fatalf("after a slice was deleted: %+v, %d slices", d, len(s.EndpointSlices))
+	}
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	if _, err := cs.CoreV1().Services("ns").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, d = waitDelta(t, w); !d.Other {
+		t.Fatalf("a Service change must ask for a full build: %+v", d)
+	}
+}
