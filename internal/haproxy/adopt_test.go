@@ -15,15 +15,7 @@ import (
 // reloads it with its own state and, when stopped, stops it.
 func TestIntegrationHandOverAdopt(t *testing.T) {
 	log := testLogger(t)
-	dir := t.TempDir()
-	var port int
-	same := func(o *Options) {
-		o.ConfigDir, o.RuntimeDir = filepath.Join(dir, "etc"), filepath.Join(dir, "run")
-		if port == 0 {
-			port = o.HTTPBindPort
-		}
-		o.HTTPBindPort = port
-	}
+	same := sameDirs(t)
 	h1 := startHAProxy(t, log, same)
 	a, b := upstream(t, "A"), upstream(t, "B")
 	applyOK(t, h1.d, routes([]*model.Backend{backendOf("ns_a_80", 2, a)}, map[string]string{}, map[string]string{"a.test/": "ns_a_80"}))
@@ -75,16 +67,7 @@ func TestIntegrationHandOverAdopt(t *testing.T) {
 // not answer is not adopted but stopped, and a new one started.
 func TestIntegrationUnhealthyMasterReplaced(t *testing.T) {
 	log := testLogger(t)
-	dir := t.TempDir()
-	var port int
-	same := func(o *Options) {
-		o.ConfigDir, o.RuntimeDir = filepath.Join(dir, "etc"), filepath.Join(dir, "run")
-		if port == 0 {
-			port = o.HTTPBindPort
-		}
-		o.HTTPBindPort = port
-		o.StopTimeout = time.Second
-	}
+	same := sameDirs(t, func(o *Options) { o.StopTimeout = time.Second })
 	h1 := startHAProxy(t, log, same)
 	master := masterPID(t, h1.d)
 	h1.d.HandOver()
@@ -114,4 +97,22 @@ func masterPID(t testing.TB, d *Driver) int {
 		return err
 	})
 	return pid
+}
+
+// sameDirs returns an option setter that gives every driver of a test the
+// same config and runtime directories and the same HTTP port, as a restarted
+// daemon has; more setters may follow.
+func sameDirs(t *testing.T, more ...func(*Options)) func(*Options) {
+	dir := t.TempDir()
+	var port int
+	return func(o *Options) {
+		o.ConfigDir, o.RuntimeDir = filepath.Join(dir, "etc"), filepath.Join(dir, "run")
+		if port == 0 {
+			port = o.HTTPBindPort
+		}
+		o.HTTPBindPort = port
+		for _, f := range more {
+			f(o)
+		}
+	}
 }
