@@ -26,7 +26,7 @@ func (l *lab) routeEvents(tb testing.TB) <-chan routeEvent {
 	raw := make(chan netlink.RouteUpdate, 8192)
 	done := make(chan struct{})
 	tb.Cleanup(func() { close(done) })
-	ns := l.ns
+	ns := l.edgeNS.Handle()
 	err := netlink.RouteSubscribeWithOptions(raw, done, netlink.RouteSubscribeOptions{
 		Namespace: &ns, ReceiveBufferSize: 8 << 20, ReceiveBufferForceSize: true,
 		ErrorCallback: func(err error) {

@@ -2,7 +2,6 @@ package bgp
 
 import (
 	"net/netip"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,11 +19,11 @@ func TestBirdRoutesAndPolicy(t *testing.T) {
 	l := newLab(t)
 	// The administrator's routes in the same table, one of them to a block
 	// BGP will announce too: none may change.
-	l.ip("-n", l.edgeNS, "route", "add", "198.18.70.0/26", "via", "198.19.64.99", "proto", "static")
-	l.ip("-n", l.edgeNS, "route", "add", "203.0.113.0/24", "via", "198.19.64.99")
-	l.ip("-n", l.edgeNS, "route", "add", "198.18.65.192/26", "via", "198.19.64.98", "proto", "static")
+	l.ip("route", "add", "198.18.70.0/26", "via", "198.19.64.99", "proto", "static")
+	l.ip("route", "add", "203.0.113.0/24", "via", "198.19.64.99")
+	l.ip("route", "add", "198.18.65.192/26", "via", "198.19.64.98", "proto", "static")
 	foreign := func() string {
-		out, _ := exec.Command("ip", "-4", "-n", l.edgeNS, "route", "show", "table", "all").CombinedOutput()
+		out, _ := l.edgeNS.Exec("ip", "-4", "route", "show", "table", "all")
 		var keep []string
 		for _, line := range strings.Split(string(out), "\n") {
 			if !strings.Contains(line, "proto 201") {
@@ -66,7 +65,7 @@ func TestBirdRoutesAndPolicy(t *testing.T) {
 		block(2, 0): n2.addr, block(2, 1): n2.addr,
 	}
 	l.waitKernel(30*time.Second, want)
-	if out, _ := exec.Command("ip", "-n", l.edgeNS, "route", "show", "proto", "201").CombinedOutput(); !strings.Contains(string(out),
+	if out, _ := l.edgeNS.Exec("ip", "route", "show", "proto", "201"); !strings.Contains(out,
 		block(1, 0)+" via "+n1.addr+" dev br0") {
 		t.Fatalf("ip route show proto 201:\n%s", out)
 	}

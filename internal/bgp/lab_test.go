@@ -34,9 +34,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/perimeter-ingress/perimeter/internal/routes"
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
 const envEdge = "PERIMETER_BGP_TEST_EDGE"
@@ -169,11 +169,10 @@ type lab struct {
 	t      testing.TB
 	id     string
 	dir    string
-	edgeNS string
-	edgeH  *netlink.Handle
-	ns     netns.NsHandle
-	nodes  []*birdNode
 	edge   *edgeProc
+	edgeNS *testenv.Netns
+	edgeH  *netlink.Handle
+	nodes  []*birdNode
 	port   int
 }
 
@@ -181,47 +180,28 @@ var labCounter atomic.Int32
 
 func requireLab(tb testing.TB) {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("BIRD lab needs root, network namespaces and bird2 (skipped in -short mode)")
-	}
-	if os.Geteuid() != 0 {
-		tb.Skip("BIRD lab needs root to create network namespaces (run the tests as root)")
-	}
-	for _, bin := range []string{"bird", "birdc", "ip"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			tb.Fatalf("BIRD lab needs %s (apt-get install bird2 iproute2)", bin)
-		}
-	}
+	testenv.RequireBird(tb)
 }
 
 func newLab(tb testing.TB) *lab {
 	tb.Helper()
 	requireLab(tb)
-	id := fmt.Sprintf("bgp-%d-%d", os.Getpid(), labCounter.Add(1))
-	l := &lab{t: tb, id: id, dir: tb.TempDir(), edgeNS: id + "-edge", port: 1790}
-	l.ip("netns", "add", l.edgeNS)
-	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", l.edgeNS).Run() })
-	l.ip("-n", l.edgeNS, "link", "set", "lo", "up")
-	l.ip("-n", l.edgeNS, "link", "add", "br0", "type", "bridge")
-	l.ip("-n", l.edgeNS, "addr", "add", "198.19.64.1/24", "dev", "br0")
-	l.ip("-n", l.edgeNS, "link", "set", "br0", "up")
-	ns, err := netns.GetFromName(l.edgeNS)
-	if err != nil {
+	id := fmt.Sprintf("bgp-%d", labCounter.Add(1))
+	l := &lab{t: tb, id: id, dir: tb.TempDir(), port: 1790}
+	l.edgeNS = testenv.NewNetns(tb, id+"-edge")
+	testenv.NewBridge(tb, l.edgeNS, "br0", "198.19.64.1/24")
+	var err error
+	if l.edgeH, err = l.edgeNS.Netlink(); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ns.Close() })
-	l.ns = ns
-	if l.edgeH, err = netlink.NewHandleAt(ns); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(l.edgeH.Close)
 	return l
 }
 
+// ip runs ip(8) inside the edge namespace.
 func (l *lab) ip(args ...string) {
 	l.t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		l.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	if _, err := l.edgeNS.Exec(append([]string{"ip"}, args...)...); err != nil {
+		l.t.Fatal(err)
 	}
 }
 
@@ -230,13 +210,8 @@ type birdNode struct {
 	lab      *lab
 	i        int
 	name     string
-	ns       string
 	addr     string
-	conf     string
-	ctl      string
-	logPath  string
-	cmd      *exec.Cmd
-	exited   chan struct{}
+	bird     *testenv.Bird
 	settings birdSettings
 }
 
@@ -291,105 +266,49 @@ protocol bgp edge {
 }
 `))
 
-// addNode creates node-i's namespace and link; start runs its BIRD.
+// addNode creates node-i's namespace and its port on the edge's bridge;
+// start runs its BIRD.
 func (l *lab) addNode(s birdSettings) *birdNode {
 	l.t.Helper()
 	i := len(l.nodes) + 1
-	n := &birdNode{lab: l, i: i, name: fmt.Sprintf("node-%d", i), ns: fmt.Sprintf("%s-n%d", l.id, i),
-		addr: fmt.Sprintf("198.19.64.%d", 10+i)}
-	n.conf = filepath.Join(l.dir, n.name+".conf")
-	n.ctl = filepath.Join(l.dir, n.name+".ctl")
-	n.logPath = filepath.Join(l.dir, n.name+".log")
+	n := &birdNode{lab: l, i: i, name: fmt.Sprintf("node-%d", i), addr: fmt.Sprintf("198.19.64.%d", 10+i)}
 	s.Addr, s.Edge, s.EdgePort = n.addr, "198.19.64.1", l.port
 	n.settings = s
-	l.ip("netns", "add", n.ns)
-	l.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.ns).Run() })
-	l.ip("-n", n.ns, "link", "set", "lo", "up")
-	veth := fmt.Sprintf("vn%d", i)
-	l.ip("-n", l.edgeNS, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", n.ns)
-	l.ip("-n", l.edgeNS, "link", "set", veth, "master", "br0", "up")
-	l.ip("-n", n.ns, "addr", "add", n.addr+"/24", "dev", "eth0")
-	l.ip("-n", n.ns, "link", "set", "eth0", "up")
+	ns := testenv.NewNetns(l.t, fmt.Sprintf("%s-n%d", l.id, i))
+	testenv.Veth(l.t, testenv.VethOptions{NS: l.edgeNS, PeerNS: ns, Name: fmt.Sprintf("vn%d", i), PeerName: "eth0",
+		Master: "br0", PeerAddr: n.addr + "/24"})
+	n.bird = testenv.NewBird(l.t, ns, l.dir, n.name)
 	l.nodes = append(l.nodes, n)
-	l.t.Cleanup(func() {
-		n.kill(syscall.SIGKILL)
-		if l.t.Failed() {
-			if b, err := os.ReadFile(n.logPath); err == nil {
-				l.t.Logf("%s BIRD log (tail):\n%s", n.name, tail(b, 30))
-			}
-		}
-	})
 	return n
-}
-
-func (n *birdNode) writeConf() {
-	var b bytes.Buffer
-	if err := birdConf.Execute(&b, n.settings); err != nil {
-		n.lab.t.Fatal(err)
-	}
-	if err := os.WriteFile(n.conf, b.Bytes(), 0o600); err != nil {
-		n.lab.t.Fatal(err)
-	}
 }
 
 func (n *birdNode) start() {
 	t := n.lab.t
 	t.Helper()
-	n.writeConf()
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+	var b bytes.Buffer
+	if err := birdConf.Execute(&b, n.settings); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", n.ns, "bird", "-f", "-c", n.conf, "-s", n.ctl)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// If the test binary dies before its cleanups run, so does BIRD.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bird for %s: %v", n.name, err)
+	if err := n.bird.Start(b.String()); err != nil {
+		t.Fatal(err)
 	}
-	n.cmd, n.exited = cmd, make(chan struct{})
-	exited := n.exited
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	eventually(t, 10*time.Second, func() string {
-		if err := exec.Command("birdc", "-s", n.ctl, "show", "status").Run(); err != nil {
-			return fmt.Sprintf("%s: birdc not answering: %v", n.name, err)
-		}
-		return ""
-	})
 }
 
 func (n *birdNode) birdc(args ...string) {
 	n.lab.t.Helper()
-	out, err := exec.Command("birdc", append([]string{"-s", n.ctl}, args...)...).CombinedOutput()
-	if err != nil {
-		n.lab.t.Fatalf("birdc %s on %s: %v: %s", strings.Join(args, " "), n.name, err, out)
+	if _, err := n.bird.Birdc(args...); err != nil {
+		n.lab.t.Fatal(err)
 	}
 }
 
 // kill signals BIRD; SIGTERM makes it send Cease, SIGKILL drops the TCP
-// session without a word (as a crash does).
+// session without a word (as a crash does), SIGSTOP freezes it.
 func (n *birdNode) kill(sig syscall.Signal) {
-	if n.cmd == nil || n.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-n.exited:
-		return
-	default:
-	}
-	_ = n.cmd.Process.Signal(sig)
 	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
+		n.bird.Signal(sig)
 		return
 	}
-	if sig == syscall.SIGKILL {
-		_ = n.cmd.Process.Signal(syscall.SIGCONT)
-	}
-	select {
-	case <-n.exited:
-	case <-time.After(10 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.exited
-	}
+	n.bird.Stop(sig)
 }
 
 // edgeProc is the edge child process.
@@ -431,7 +350,7 @@ func (l *lab) startEdge(spec edgeSpec) *edgeProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.cmd = exec.Command("ip", "netns", "exec", l.edgeNS, exe)
+	e.cmd = l.edgeNS.Command(context.Background(), exe)
 	e.cmd.Env = append(os.Environ(), envEdge+"="+specPath)
 	e.cmd.Stdout, e.cmd.Stderr = logf, logf
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -525,8 +444,8 @@ func (l *lab) kernel() map[string]string {
 }
 
 func (l *lab) showRoutes() string {
-	out, _ := exec.Command("ip", "-n", l.edgeNS, "route", "show", "table", "all").CombinedOutput()
-	return string(out)
+	out, _ := l.edgeNS.Exec("ip", "route", "show", "table", "all")
+	return out
 }
 
 // waitKernel polls until the routes with our protocol are exactly want.

@@ -20,7 +20,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,26 +67,12 @@ type birdNode struct {
 	edge    string // root side: BIRD's neighbor
 	block   string
 	exports []string
-	conf    string
-	ctl     string
-	logPath string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	bird    *testenv.Bird
 }
 
 func requireBIRD(t testing.TB) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	if testing.Short() {
-		t.Skip("BGP end-to-end tests need root, network namespaces, bird2 and HAProxy (skipped in -short mode)")
-	}
-	for _, bin := range []string{"bird", "birdc"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("BGP end-to-end tests need %s (apt-get install bird2)", bin)
-		}
-	}
+	testenv.RequireBird(t)
 }
 
 // newBGPLab creates n nodes; their BIRDs are not started yet (start).
@@ -111,17 +96,7 @@ func newBGPLab(e *env, n int) *bgpLab {
 		node.link = testenv.Veth(t, testenv.VethOptions{NS: nil, PeerNS: node.ns, LinkRange: bgpLinkRange})
 		node.addr, node.edge = node.link.PeerAddr.Addr().String(), node.link.Addr.Addr().String()
 		node.exports = []string{node.block}
-		node.conf = filepath.Join(l.dir, fmt.Sprintf("n%d.conf", i))
-		node.ctl = filepath.Join(l.dir, fmt.Sprintf("n%d.ctl", i))
-		node.logPath = filepath.Join(l.dir, fmt.Sprintf("n%d.log", i))
-		t.Cleanup(func() {
-			node.stop(syscall.SIGKILL)
-			if t.Failed() {
-				if b, err := os.ReadFile(node.logPath); err == nil {
-					t.Logf("node %d (%s) BIRD log:\n%s", i, node.addr, tail(string(b), 25))
-				}
-			}
-		})
+		node.bird = testenv.NewBird(t, node.ns, l.dir, fmt.Sprintf("n%d", i))
 		l.nodes = append(l.nodes, node)
 	}
 	return l
@@ -150,7 +125,7 @@ func (l *bgpLab) daemonFlags(extra ...string) []string {
 // Calico's BIRD template values for timers and graceful restart, with a
 // short hold time.
 var birdConfig = template.Must(template.New("bird").Parse(`router id {{.Addr}};
-log "{{.Log}}" all;
+log stderr all;
 protocol device { scan time 10; }
 protocol static blocks {
 	ipv4;
@@ -177,60 +152,18 @@ func (n *birdNode) start() {
 	t.Helper()
 	var b bytes.Buffer
 	if err := birdConfig.Execute(&b, map[string]any{
-		"Addr": n.addr, "Edge": n.edge, "Port": n.lab.port, "Exports": n.exports, "Log": n.logPath,
+		"Addr": n.addr, "Edge": n.edge, "Port": n.lab.port, "Exports": n.exports,
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(n.conf, b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
+	if err := n.bird.Start(b.String()); err != nil {
+		t.Fatalf("node %d: %v", n.i, err)
 	}
-	cmd := n.ns.Command(context.Background(), "bird", "-f", "-c", n.conf, "-s", n.ctl)
-	// If the test binary dies before its cleanups, BIRD dies with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bird on node %d: %v", n.i, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	n.mu.Lock()
-	n.cmd, n.exited = cmd, exited
-	n.mu.Unlock()
-	testenv.Eventually(t, 10*time.Second, func() error {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(n.logPath)
-			t.Fatalf("bird on node %d exited:\n%s", n.i, b)
-		default:
-		}
-		if out, err := exec.Command("birdc", "-s", n.ctl, "show", "status").CombinedOutput(); err != nil {
-			return fmt.Errorf("node %d: birdc: %v: %s", n.i, err, out)
-		}
-		return nil
-	})
 }
 
 // stop signals BIRD and waits for it to exit: SIGTERM sends Cease to its
 // peers (a node shut down), SIGKILL just drops the sessions.
-func (n *birdNode) stop(sig syscall.Signal) {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
+func (n *birdNode) stop(sig syscall.Signal) { n.bird.Stop(sig) }
 
 // pod starts an HTTP pod on the node's block (host offset 10+j), with its
 // /32 route in the node namespace only.

@@ -15,7 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
 // Addresses: this package's tests use links in 198.19.96.0/24 and pods in
@@ -28,35 +29,22 @@ type testNS struct {
 	h    *netlink.Handle
 }
 
-// newTestNS creates a network namespace with a veth pair rt0 (198.19.96.1/24)
-// and rt1, so 198.19.96.2 is an on-link gateway.
+// newTestNS creates a network namespace with a veth link rt0
+// (198.19.96.1/24) to a second namespace (rt1, 198.19.96.2/24), so
+// 198.19.96.2 is an on-link gateway.
 func newTestNS(tb testing.TB) *testNS {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("needs root and network namespaces (skipped in -short mode)")
-	}
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root to create network namespaces (run the tests as root)")
-	}
-	name := fmt.Sprintf("routes-%d-%d", os.Getpid(), nsCounter.Add(1))
-	ip(tb, "netns", "add", name)
-	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	ip(tb, "-n", name, "link", "set", "lo", "up")
-	ip(tb, "-n", name, "link", "add", "rt0", "type", "veth", "peer", "name", "rt1")
-	ip(tb, "-n", name, "addr", "add", "198.19.96.1/24", "dev", "rt0")
-	ip(tb, "-n", name, "link", "set", "rt0", "up")
-	ip(tb, "-n", name, "link", "set", "rt1", "up")
-	ns, err := netns.GetFromName(name)
+	testenv.RequireRoot(tb)
+	name := fmt.Sprintf("routes-%d", nsCounter.Add(1))
+	ns := testenv.NewNetns(tb, name)
+	peer := testenv.NewNetns(tb, name+"-gw")
+	testenv.Veth(tb, testenv.VethOptions{NS: ns, PeerNS: peer, Name: "rt0", PeerName: "rt1",
+		Addr: "198.19.96.1/24", PeerAddr: "198.19.96.2/24"})
+	h, err := ns.Netlink()
 	if err != nil {
-		tb.Fatalf("open netns %s: %v", name, err)
+		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ns.Close() })
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		tb.Fatalf("netlink handle in %s: %v", name, err)
-	}
-	tb.Cleanup(h.Close)
-	return &testNS{name: name, h: h}
+	return &testNS{name: ns.Name, h: h}
 }
 
 func ip(tb testing.TB, args ...string) string {

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -200,17 +199,14 @@ func sweepStale() {
 		n, err := strconv.Atoi(pid)
 		return err == nil && n != os.Getpid() && processID(n) == ""
 	}
-	if entries, err := os.ReadDir("/run/netns"); err == nil {
-		for _, e := range entries {
-			rest, ok := strings.CutPrefix(e.Name(), "pm-")
-			if !ok {
-				continue
-			}
-			if pid, _, ok := strings.Cut(rest, "-"); ok && dead(pid) {
-				_ = netns.DeleteNamed(e.Name())
-			}
+	_ = sweepNetns(func(name string) bool {
+		rest, ok := strings.CutPrefix(name, "pm-")
+		if !ok {
+			return false
 		}
-	}
+		pid, _, ok := strings.Cut(rest, "-")
+		return ok && dead(pid)
+	})
 	h, err := rootNetlink()
 	if err != nil {
 		return

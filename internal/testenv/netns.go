@@ -91,29 +91,31 @@ func NewNetns(tb testing.TB, name string) *Netns {
 func CreateNetns(name string) (*Netns, error) {
 	full := namePrefix + sanitizeName(name, 40)
 	n := &Netns{Name: full}
-	err := onLockedThread(func() error {
-		origin, err := netns.Get()
-		if err != nil {
-			return err
-		}
-		defer origin.Close()
-		h, err := netns.NewNamed(full)
-		// NewNamed moves the thread into the namespace even when naming it
-		// fails; come back before anything else.
-		if serr := netns.Set(origin); serr != nil {
-			if err == nil {
-				h.Close()
+	err := withNetnsDir(func() error {
+		return onLockedThread(func() error {
+			origin, err := netns.Get()
+			if err != nil {
+				return err
 			}
-			return errThreadStuck{serr}
-		}
-		if err != nil {
-			return err
-		}
-		n.handle = h
-		return nil
+			defer origin.Close()
+			h, err := netns.NewNamed(full)
+			// NewNamed moves the thread into the namespace even when naming it
+			// fails; come back before anything else.
+			if serr := netns.Set(origin); serr != nil {
+				if err == nil {
+					h.Close()
+				}
+				return errThreadStuck{serr}
+			}
+			if err != nil {
+				return err
+			}
+			n.handle = h
+			return nil
+		})
 	})
 	if err != nil {
-		_ = os.Remove(filepath.Join("/run/netns", full)) // an empty file left by a failed NewNamed
+		_ = os.Remove(filepath.Join(netnsDir, full)) // an empty file left by a failed NewNamed
 		return nil, fmt.Errorf("create netns %s: %w", full, err)
 	}
 	if n.nl, err = netlink.NewHandleAt(n.handle); err != nil {
@@ -264,7 +266,7 @@ func (n *Netns) Close() error {
 		if n.handle.IsOpen() {
 			n.handle.Close()
 		}
-		if err := netns.DeleteNamed(n.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := withNetnsDir(func() error { return netns.DeleteNamed(n.Name) }); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("delete netns %s: %w", n.Name, err))
 		}
 	})
@@ -305,3 +307,7 @@ func sanitizeName(s string, max int) string {
 	}
 	return b.String()
 }
+
+// Handle is the namespace's handle, for APIs that take one (route
+// subscriptions, netlink.NewHandleAt). It is closed with the namespace.
+func (n *Netns) Handle() netns.NsHandle { return n.handle }

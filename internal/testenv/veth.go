@@ -39,6 +39,9 @@ type VethOptions struct {
 	// a free /31 from LinkRange, the even address on the NS side.
 	Addr, PeerAddr string
 	LinkRange      string // default DefaultLinkRange
+	// Master puts the NS side on that bridge (see NewBridge), with no
+	// address: PeerAddr is then required and Addr must be empty.
+	Master string
 }
 
 // VethPair is a veth pair with its addresses, up on both sides.
@@ -47,6 +50,7 @@ type VethPair struct {
 	NS, PeerNS     *Netns
 	Addr, PeerAddr netip.Prefix
 	block          netip.Prefix // allocated /31, released on Close
+	master         string
 	once           sync.Once
 }
 
@@ -78,6 +82,15 @@ func CreateVeth(opts VethOptions) (*VethPair, error) {
 	}
 	var err error
 	switch {
+	case opts.Master != "":
+		if opts.Addr != "" || opts.PeerAddr == "" {
+			return nil, fmt.Errorf("veth %s on bridge %s: give PeerAddr only", v.Name, opts.Master)
+		}
+		if v.PeerAddr, err = netip.ParsePrefix(opts.PeerAddr); err != nil {
+			return nil, fmt.Errorf("veth %s: %w", v.Name, err)
+		}
+		v.master = opts.Master
+		err = v.create()
 	case opts.Addr != "" && opts.PeerAddr != "":
 		if v.Addr, err = netip.ParsePrefix(opts.Addr); err == nil {
 			v.PeerAddr, err = netip.ParsePrefix(opts.PeerAddr)
@@ -121,6 +134,19 @@ func (v *VethPair) create() error {
 	}
 	if err := nl.LinkAdd(link); err != nil {
 		return fmt.Errorf("veth %s (%s) <-> %s (%s): %w", v.Name, v.NS.name(), v.PeerName, v.PeerNS.name(), err)
+	}
+	if v.master != "" {
+		br, err := nl.LinkByName(v.master)
+		if err == nil {
+			var l netlink.Link
+			if l, err = nl.LinkByName(v.Name); err == nil {
+				err = nl.LinkSetMaster(l, br)
+			}
+		}
+		if err != nil {
+			_ = v.deleteLink()
+			return fmt.Errorf("veth %s on bridge %s: %w", v.Name, v.master, err)
+		}
 	}
 	if err := configureLink(nl, v.Name, v.Addr); err != nil {
 		_ = v.deleteLink()
@@ -296,4 +322,73 @@ func netPrefix(n *net.IPNet) (netip.Prefix, bool) {
 	}
 	ones, _ := n.Mask.Size()
 	return netip.PrefixFrom(a.Unmap(), ones), true
+}
+
+// Bridge is a Linux bridge: one L2 segment for several namespaces, as the
+// nodes of a cluster share a network.
+type Bridge struct {
+	Name string
+	NS   *Netns
+	Addr netip.Prefix
+}
+
+// NewBridge creates a bridge in ns (nil: root) with addr on it, for the test.
+func NewBridge(tb testing.TB, ns *Netns, name, addr string) *Bridge {
+	tb.Helper()
+	RequireRoot(tb)
+	b, err := CreateBridge(ns, name, addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return b
+}
+
+// CreateBridge creates a bridge; the caller must Close it. In the root
+// namespace it carries the test bed's alias, so a killed owner's bridge is
+// swept like its veths.
+func CreateBridge(ns *Netns, name, addr string) (*Bridge, error) {
+	p, err := netip.ParsePrefix(addr)
+	if err != nil {
+		return nil, fmt.Errorf("bridge %s: %w", name, err)
+	}
+	nl, err := ns.Netlink()
+	if err != nil {
+		return nil, err
+	}
+	if err := nl.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+		return nil, fmt.Errorf("bridge %s in %s: %w", name, ns.name(), err)
+	}
+	b := &Bridge{Name: name, NS: ns, Addr: p}
+	if err := configureLink(nl, name, p); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("bridge %s in %s: %w", name, ns.name(), err)
+	}
+	return b, nil
+}
+
+// Close deletes the bridge; its ports stay, detached.
+func (b *Bridge) Close() error {
+	nl, err := b.NS.Netlink()
+	if errors.Is(err, errNetnsClosed) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	l, err := nl.LinkByName(b.Name)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("bridge %s: %w", b.Name, err)
+	}
+	if err := nl.LinkDel(l); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete bridge %s: %w", b.Name, err)
+	}
+	return nil
 }
