@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +30,9 @@ const usage = `usage: perimeter [run] [flags]       run the daemon (default)
        perimeter bgp status [flags]      peers and routes of the running daemon's BGP speaker
        perimeter routes flush [flags]    remove the routes the daemon installed
        perimeter version                 print the version
+       perimeter config-reference [--format=markdown|yaml]
+                                         print the reference of the configuration
+                                         file, or the file with every key commented out
 Run 'perimeter run -h' for the flags.
 `
 
@@ -48,6 +52,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if (cmd == "bgp" || cmd == "routes") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = cmd+" "+args[0], args[1:]
 	}
+	if cmd == "config-reference" {
+		return configReference(args, stdout, stderr)
+	}
+	// SIGHUP (systemctl reload) re-reads the configuration file. Caught
+	// from the start: its default action would end the daemon.
+	var hup chan os.Signal
+	if cmd == "run" {
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	var c config.Config
 	fs := c.FlagSet("perimeter "+cmd, stderr)
 	var host, path string
@@ -66,19 +81,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "perimeter: unknown command %q\n%s", cmd, usage)
 		return 2
 	}
-	if err := fs.Parse(args); err != nil {
+	// Flags, then the configuration file for what they leave unset.
+	src, err := config.Parse(&c, fs, args, app.Check)
+	if errors.Is(err, config.ErrUsage) {
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "perimeter:", oneLine(err))
 		return 2
 	}
 	if c.Version {
 		fmt.Fprintln(stdout, "perimeter", app.Version)
 		return 0
 	}
-	level, err := c.LogLevel()
-	if err != nil {
-		fmt.Fprintln(stderr, "perimeter:", err)
-		return 2
+	var level slog.LevelVar
+	if l, err := c.LogLevel(); err == nil {
+		level.Set(l)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: &level}))
 
 	switch cmd {
 	case "render":
@@ -94,7 +114,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// routes for the next daemon (systemd's RestartKillSignal).
 		handOver := make(chan os.Signal, 1)
 		signal.Notify(handOver, syscall.SIGUSR1)
-		err = app.Run(app.WithHandOver(ctx, handOver), &c, log)
+		rctx := app.WithReload(app.WithHandOver(ctx, handOver), app.Reload{Signals: hup, Load: src.Load, Level: &level})
+		err = app.Run(rctx, &c, log)
 		signal.Stop(handOver)
 	}
 	if err != nil {
@@ -125,4 +146,25 @@ func bgpStatus(c *config.Config, out io.Writer) error {
 	}
 	_, err = io.Copy(out, resp.Body)
 	return err
+}
+
+// configReference prints docs/configuration.md, or with --format=yaml the
+// configuration file the packages install.
+func configReference(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("perimeter config-reference", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", "markdown", "markdown (the reference) or yaml (the file with every key commented out)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch *format {
+	case "markdown", "md":
+		fmt.Fprint(stdout, config.Markdown())
+	case "yaml":
+		fmt.Fprint(stdout, config.YAML())
+	default:
+		fmt.Fprintf(stderr, "perimeter config-reference: --format=%q: want markdown or yaml\n", *format)
+		return 2
+	}
+	return 0
 }

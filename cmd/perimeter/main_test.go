@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,5 +58,40 @@ func TestFatalErrorsAreOneLine(t *testing.T) {
 				t.Fatalf("stderr %q: want one line containing %q", msg, tc.want)
 			}
 		})
+	}
+}
+
+// A bad configuration file stops the daemon before anything starts, with
+// one line naming the file, the line and the key.
+func TestBadConfigFileIsFatal(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "perimeter.yaml")
+	if err := os.WriteFile(p, []byte("kubeconfig: /nonexistent\nhttp-bind-port: eighty\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"run", "--config=" + p}, &out, &errOut)
+	msg := strings.TrimSpace(errOut.String())
+	want := "perimeter: " + p + `:2: http-bind-port: want a whole number, got "eighty"`
+	if code == 0 || msg != want {
+		t.Fatalf("exit %d, stderr %q; want non-zero and %q", code, msg, want)
+	}
+	// Named but missing: an error too.
+	errOut.Reset()
+	if code := run([]string{"render", "--config=" + p + ".missing"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "no such file") {
+		t.Fatalf("missing --config file: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestConfigReference(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"config-reference"}, &out, &errOut); code != 0 || out.String() != config.Markdown() {
+		t.Fatalf("config-reference: exit %d, stderr %q", code, errOut.String())
+	}
+	out.Reset()
+	if code := run([]string{"config-reference", "--format=yaml"}, &out, &errOut); code != 0 || out.String() != config.YAML() {
+		t.Fatalf("config-reference --format=yaml: exit %d, stderr %q", code, errOut.String())
+	}
+	if code := run([]string{"config-reference", "--format=toml"}, &out, &errOut); code != 2 {
+		t.Fatalf("unknown format: exit %d", code)
 	}
 }

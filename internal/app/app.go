@@ -277,6 +277,10 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 
 	l := &loop{c: c, log: log, w: w, drv: drv, m: m, problems: problems, opts: opts, status: status, busySince: &busySince}
+	if r := reloadRequests(ctx); r != nil {
+		l.reconf = make(chan model.Options, 1)
+		go r.serve(ctx, c, &ready, l.reconf, log)
+	}
 	err = l.run(ctx, func() {
 		if !ready.Swap(true) {
 			m.Ready.Set(1)
@@ -337,6 +341,9 @@ type loop struct {
 	// prev is the last model result, from which an EndpointSlice-only
 	// change is computed without a full Build.
 	prev *model.Desired
+	// reconf brings the model options of a reloaded configuration file
+	// (nil: no reloads).
+	reconf chan model.Options
 }
 
 func (l *loop) run(ctx context.Context, onServing func()) error {
@@ -369,6 +376,13 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 			pending = true
 		case <-retry:
 			retry = nil
+			pending = true
+		case o := <-l.reconf:
+			// The certificate generated at start stays: a new one
+			// would reload HAProxy for nothing.
+			o.DefaultCertificate = l.opts.DefaultCertificate
+			l.opts = o
+			l.prev = nil // a full Build
 			pending = true
 		}
 	}

@@ -1,6 +1,7 @@
-// Package config holds the daemon's options: parsed once from flags,
-// validated once, then read-only. Flag names follow the HAProxy Kubernetes
-// Ingress Controller where it has the same option.
+// Package config holds the daemon's options: parsed from flags and the
+// configuration file (file.go), validated, then read-only; a reload builds a
+// new Config (reload.go). Flag names follow the HAProxy Kubernetes Ingress
+// Controller where it has the same option, and are the file's keys.
 package config
 
 import (
@@ -10,12 +11,16 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // Config is everything `perimeter run` needs.
 type Config struct {
+	// ConfigFile is --config, the YAML file whose keys are flag names.
+	ConfigFile string
+
 	External   bool
 	Kubeconfig string
 	Program    string
@@ -60,6 +65,10 @@ type Config struct {
 	Version    bool
 
 	BGP BGP
+
+	// values is every flag's value as text once parsed, to tell what a
+	// reload changes.
+	values map[string]string
 }
 
 // BGP holds the embedded speaker's options; the speaker is off unless
@@ -113,10 +122,23 @@ func (r repeatFlag) String() string {
 }
 func (r repeatFlag) Set(s string) error { *r.v = append(*r.v, s); return nil }
 
+// uint32Flag is an AS number or a count: 1 to 2^32-1, or unset (0).
+type uint32Flag struct{ v *uint32 }
+
+func (u uint32Flag) String() string {
+	if u.v == nil || *u.v == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(*u.v), 10)
+}
+func (u uint32Flag) Set(s string) error { return parseAS(s, u.v) }
+func (u uint32Flag) Get() any           { return *u.v }
+
 // FlagSet registers every option on a new flag set bound to c.
 func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.StringVar(&c.ConfigFile, "config", DefaultPath, "YAML configuration file whose keys are these flags' names; flags given here win (a missing file is an error only when named)")
 	fs.BoolVar(&c.External, "external", true, "run outside the cluster against --kubeconfig (always on; accepted for compatibility)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "/etc/perimeter/kubeconfig", "kubeconfig of the cluster to serve")
 	fs.StringVar(&c.Program, "program", "/usr/sbin/haproxy", "HAProxy binary")
@@ -155,53 +177,81 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Log, "log", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 
-	fs.Func("bgp-local-as", "AS number of the embedded BGP speaker (enables it)", func(s string) error { return parseAS(s, &c.BGP.LocalAS) })
+	c.BGP.LocalAS, c.BGP.ClusterAS, c.BGP.MaxPrefixes = 0, 0, 0
+	fs.Var(uint32Flag{&c.BGP.LocalAS}, "bgp-local-as", "AS number of the embedded BGP speaker (enables it)")
 	fs.StringVar(&c.BGP.RouterID, "bgp-router-id", "", "BGP router ID (default: the listen address)")
 	fs.StringVar(&c.BGP.ListenAddress, "bgp-listen-address", "", "address the BGP speaker listens on")
 	fs.IntVar(&c.BGP.ListenPort, "bgp-listen-port", 179, "BGP port")
 	fs.Var(repeatFlag{&c.BGP.Peers}, "bgp-peer", "static BGP peer ADDRESS[,as=N][,password-secret=NS/NAME[/KEY]] (repeatable)")
 	fs.BoolVar(&c.BGP.PeersFromNodes, "bgp-peers-from-nodes", false, "peer with every Node (Calico's projectcalico.org/IPv4Address, else InternalIP)")
-	fs.Func("bgp-cluster-as", "AS of nodes without projectcalico.org/ASNumber (default: --bgp-local-as)", func(s string) error { return parseAS(s, &c.BGP.ClusterAS) })
+	fs.Var(uint32Flag{&c.BGP.ClusterAS}, "bgp-cluster-as", "AS of nodes without projectcalico.org/ASNumber (default: --bgp-local-as)")
 	fs.StringVar(&c.BGP.PassivePrefix, "bgp-passive-prefix", "", "accept BGP sessions from peers in this prefix")
 	fs.Var(listFlag{&c.BGP.PodCIDRs}, "pod-cidr", "pod CIDRs whose blocks are accepted (repeatable; also read from Calico IPPools)")
 	fs.IntVar(&c.BGP.RouteTable, "route-table", 0, "kernel routing table for learned routes (default: main)")
 	fs.DurationVar(&c.BGP.HoldTime, "bgp-hold-time", 30*time.Second, "BGP hold time")
 	fs.BoolVar(&c.BGP.KeepRoutesOnExit, "bgp-keep-routes-on-exit", false, "keep learned routes when the daemon stops")
-	fs.Func("bgp-max-prefixes", "most prefixes accepted from one peer (default 10000)", func(s string) error {
-		var n uint32
-		if err := parseAS(s, &n); err != nil {
-			return err
-		}
-		c.BGP.MaxPrefixes = n
-		return nil
-	})
+	fs.Var(uint32Flag{&c.BGP.MaxPrefixes}, "bgp-max-prefixes", "most prefixes accepted from one peer (default 10000)")
 	return fs
 }
 
 func parseAS(s string, out *uint32) error {
-	var n uint64
-	if _, err := fmt.Sscan(s, &n); err != nil || n == 0 || n > 4294967295 {
+	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+	if err != nil || n == 0 {
 		return fmt.Errorf("not a number from 1 to 4294967295: %q", s)
 	}
 	*out = uint32(n)
 	return nil
 }
 
+// KeyError is an invalid value of one flag (one key of the configuration
+// file), so that the file loader can point at the line that set it.
+type KeyError struct {
+	Key string
+	// Got is the offending value as the message shows it; Item, when the
+	// key is a list, is the raw item at fault.
+	Got, Item string
+	Reason    string
+}
+
+func (e *KeyError) Error() string {
+	if e.Got != "" {
+		return fmt.Sprintf("--%s=%s: %s", e.Key, e.Got, e.Reason)
+	}
+	return fmt.Sprintf("--%s: %s", e.Key, e.Reason)
+}
+
+// inFile is the message without the flag syntax, after FILE:LINE:.
+func (e *KeyError) inFile() string {
+	if e.Got != "" {
+		return fmt.Sprintf("%s: %s, got %s", e.Key, e.Reason, e.Got)
+	}
+	return fmt.Sprintf("%s: %s", e.Key, e.Reason)
+}
+
 // Validate checks what flag parsing cannot, so the daemon fails at start
-// with one line instead of later with a confusing one.
+// with one line instead of later with a confusing one. Every error is a
+// *KeyError.
 func (c *Config) Validate() error {
 	var errs []error
+	bad := func(key, got, item, reason string) {
+		errs = append(errs, &KeyError{Key: key, Got: got, Item: item, Reason: reason})
+	}
 	for _, f := range []struct{ flag, v string }{
 		{"configmap", c.ConfigMap}, {"configmap-errorfiles", c.ConfigMapErrorFiles},
 		{"configmap-tcp-services", c.ConfigMapTCPServices}, {"default-backend-service", c.DefaultBackendService},
-		{"default-ssl-certificate", c.DefaultSSLCertificate}, {"election-namespace", c.ElectionNamespace + "/" + c.ElectionID},
+		{"default-ssl-certificate", c.DefaultSSLCertificate},
 	} {
 		if f.v == "" {
 			continue
 		}
 		ns, name, ok := strings.Cut(f.v, "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			errs = append(errs, fmt.Errorf("--%s=%q: want NAMESPACE/NAME", f.flag, f.v))
+			bad(f.flag, strconv.Quote(f.v), "", "want NAMESPACE/NAME")
+		}
+	}
+	for _, f := range []struct{ flag, v string }{{"election-id", c.ElectionID}, {"election-namespace", c.ElectionNamespace}} {
+		if f.v == "" || strings.Contains(f.v, "/") {
+			bad(f.flag, strconv.Quote(f.v), "", "want a name")
 		}
 	}
 	for _, p := range []struct {
@@ -210,49 +260,50 @@ func (c *Config) Validate() error {
 	}{{"http-bind-port", c.HTTPBindPort}, {"https-bind-port", c.HTTPSBindPort}, {"stats-bind-port", c.StatsBindPort},
 		{"healthz-bind-port", c.HealthzBindPort}, {"controller-port", c.ControllerPort}, {"bgp-listen-port", c.BGP.ListenPort}} {
 		if p.v < 0 || p.v > 65535 {
-			errs = append(errs, fmt.Errorf("--%s=%d: not a port", p.flag, p.v))
+			bad(p.flag, strconv.Itoa(p.v), "", "not a port")
 		}
 	}
 	for _, a := range []struct{ flag, v string }{{"ipv4-bind-address", c.IPv4BindAddress}, {"ipv6-bind-address", c.IPv6BindAddress},
 		{"stats-bind-address", c.StatsBindAddress}, {"controller-bind-address", c.ControllerBindAddress}} {
 		if _, err := netip.ParseAddr(a.v); err != nil {
-			errs = append(errs, fmt.Errorf("--%s=%q: not an IP address", a.flag, a.v))
+			bad(a.flag, strconv.Quote(a.v), "", "not an IP address")
 		}
 	}
 	if ip, err := netip.ParseAddr(c.IPv4BindAddress); err == nil && !ip.Is4() {
-		errs = append(errs, fmt.Errorf("--ipv4-bind-address=%q: not IPv4", c.IPv4BindAddress))
+		bad("ipv4-bind-address", strconv.Quote(c.IPv4BindAddress), "", "not IPv4")
 	}
 	if ip, err := netip.ParseAddr(c.IPv6BindAddress); err == nil && !ip.Is6() {
-		errs = append(errs, fmt.Errorf("--ipv6-bind-address=%q: not IPv6", c.IPv6BindAddress))
+		bad("ipv6-bind-address", strconv.Quote(c.IPv6BindAddress), "", "not IPv6")
 	}
 	for _, a := range c.PublishAddresses {
 		if a == "" || strings.ContainsAny(a, " /,") {
-			errs = append(errs, fmt.Errorf("--publish-address=%q: want an IP address or a host name", a))
+			bad("publish-address", strconv.Quote(a), a, "want an IP address or a host name")
 		}
 	}
 	if c.DisableIPv4 && c.DisableIPv6 {
-		errs = append(errs, errors.New("--disable-ipv4 and --disable-ipv6 leave nothing to bind"))
+		bad("disable-ipv6", "", "", "with disable-ipv4 too, nothing is left to bind")
 	}
 	for _, s := range c.ConfigSnippets {
 		if s != "global" && s != "backend" {
-			errs = append(errs, fmt.Errorf("--config-snippets: unknown kind %q (want global, backend)", s))
+			bad("config-snippets", strconv.Quote(s), s, "unknown kind (want global, backend)")
 		}
 	}
 	if _, err := c.LogLevel(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.SyncPeriod < 0 {
-		errs = append(errs, fmt.Errorf("--sync-period=%s: negative", c.SyncPeriod))
+		bad("sync-period", c.SyncPeriod.String(), "", "negative")
 	}
-	if c.BGP.PassivePrefix != "" {
-		if _, err := netip.ParsePrefix(c.BGP.PassivePrefix); err != nil {
-			errs = append(errs, fmt.Errorf("--bgp-passive-prefix: %w", err))
-		}
+	if h := c.BGP.HoldTime; h != 0 && (h < 3*time.Second || h%time.Second != 0) {
+		bad("bgp-hold-time", h.String(), "", "want whole seconds, at least 3s")
 	}
 	for _, p := range c.BGP.PodCIDRs {
 		if _, err := netip.ParsePrefix(p); err != nil {
-			errs = append(errs, fmt.Errorf("--pod-cidr: %w", err))
+			bad("pod-cidr", strconv.Quote(p), p, "not a prefix such as 198.18.0.0/16")
 		}
+	}
+	if c.BGP.RouteTable < 0 {
+		bad("route-table", strconv.Itoa(c.BGP.RouteTable), "", "not a routing table number")
 	}
 	return errors.Join(errs...)
 }
@@ -269,5 +320,5 @@ func (c *Config) LogLevel() (slog.Level, error) {
 	case "error":
 		return slog.LevelError, nil
 	}
-	return 0, fmt.Errorf("--log=%q: want debug, info, warn or error", c.Log)
+	return 0, &KeyError{Key: "log", Got: strconv.Quote(c.Log), Reason: "want debug, info, warn or error"}
 }
