@@ -129,6 +129,9 @@ func Check(c *config.Config) error {
 	if len(errs) == 0 && c.BGP.Enabled() {
 		cfg, err := BGPConfig(c)
 		if err == nil {
+			// The daemon connects the speaker to the cluster; here only
+			// the settings are checked.
+			cfg.Source = noSource{}
 			err = cfg.Validate()
 		}
 		if err != nil {
@@ -137,3 +140,8 @@ func Check(c *config.Config) error {
 	}
 	return errors.Join(errs...)
 }
+
+// noSource stands for the cluster connection when only checking settings.
+type noSource struct{}
+
+func (noSource) Run(context.Context, func(bgp.ClusterState)) error { return nil }

@@ -114,6 +114,7 @@ log: info
 sync-period: 2s
 disable-ipv6: true
 bgp-local-as: 64512
+bgp-router-id: 198.51.100.10
 bgp-peers-from-nodes: true
 bgp-peer:
   - 198.51.100.1,as=64512
@@ -144,8 +145,9 @@ daemon reads the file again (command-line flags still win) and
 - on a bad file keeps running with the settings it has, and logs the
   ` + "`FILE:LINE: KEY: reason`" + ` at error level and puts it into the status line.
 
-The daemon tells systemd ` + "`RELOADING=1`" + ` when it starts reading and ` + "`READY=1`" + ` when
-done, so ` + "`systemctl reload`" + ` returns once the file is applied or refused.
+The daemon tells systemd ` + "`RELOADING=1`" + ` when it starts reading the file and
+` + "`READY=1`" + ` with the new status line when it is done (sd_notify(3)). The log
+names every key that changed, with its old and new value.
 
 ## Keys
 

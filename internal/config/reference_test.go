@@ -31,6 +31,14 @@ func TestReferenceDoc(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("%s is stale (run go test ./internal/config -run TestReferenceDoc -update):\n%s", referenceDoc, lineDiff(string(got), want))
 	}
+	// The example file in the doc is one the daemon takes.
+	_, block, ok := strings.Cut(want, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Error("no yaml example in the doc")
+	} else if _, _, err := parse(t, block); err != nil {
+		t.Errorf("the doc's example is refused: %v", err)
+	}
 	for _, k := range Keys() {
 		if !strings.Contains(want, "| `--"+k.Name+"` |") {
 			t.Errorf("--%s has no row", k.Name)
