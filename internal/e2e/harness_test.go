@@ -26,45 +26,12 @@ import (
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // perimeterBinary builds the daemon once per test run, as `make build` does.
 func perimeterBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := testenv.ModuleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		// A fixed place in the user's cache, not a temporary directory: the
-		// binary is ~100 MiB and go build only relinks it when code changed.
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir() // no HOME: still one fixed place
-		}
-		dir := filepath.Join(cache, "perimeter", "e2e")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "perimeter")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/perimeter")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testenv.PerimeterBinary(t)
 }
 
 // env is one test's world: the shared cluster, a fresh namespace, and a

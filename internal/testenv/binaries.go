@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 var binaries struct {
@@ -58,4 +59,52 @@ func Binaries() (string, error) {
 	}
 	binaries.dir = dir
 	return dir, nil
+}
+
+var daemon struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// PerimeterBinary builds the daemon once per process into a fixed place in
+// the user's cache (not a temporary directory: the binary is ~100 MiB, and
+// go build only relinks it when the code changed) and returns its path.
+func PerimeterBinary(tb testing.TB) string {
+	tb.Helper()
+	daemon.once.Do(func() {
+		root, err := ModuleRoot()
+		if err != nil {
+			daemon.err = err
+			return
+		}
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir() // no HOME: still one fixed place
+		}
+		dir := filepath.Join(cache, "perimeter", "e2e")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			daemon.err = err
+			return
+		}
+		path := filepath.Join(dir, "perimeter")
+		// Test binaries of several packages may build at once: one at a time.
+		lock, err := lockFile(path + ".lock")
+		if err != nil {
+			daemon.err = err
+			return
+		}
+		defer lock.unlock()
+		cmd := exec.Command("go", "build", "-o", path, "./cmd/perimeter")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			daemon.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		daemon.path = path
+	})
+	if daemon.err != nil {
+		tb.Fatal(daemon.err)
+	}
+	return daemon.path
 }

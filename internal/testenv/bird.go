@@ -275,7 +275,8 @@ protocol kernel {
 	persist;
 	scan time 2;
 	graceful restart;
-	ipv4 { import all; export all; merge paths on; };
+	merge paths on;
+	ipv4 { import all; export all; };
 }
 
 protocol static blocks {

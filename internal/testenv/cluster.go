@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -20,12 +19,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -336,56 +330,16 @@ func writeKubeconfig(path, host, user string, ca, cert, key []byte) error {
 }
 
 // applyManifest creates (or, on a reused lab directory, updates) every object
-// of a multi-document YAML file. Resources are derived from kinds, which
-// holds for the RBAC and core kinds such a file carries.
+// of a multi-document YAML file.
 func applyManifest(ctx context.Context, cfg *rest.Config, path string) error {
-	f, err := os.Open(path)
+	objs, err := ReadObjects(path)
 	if err != nil {
 		return fmt.Errorf("apply manifest: %w", err)
 	}
-	defer f.Close()
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("apply %s: %w", path, err)
+	if err := applyObjects(ctx, cfg, objs); err != nil {
+		return fmt.Errorf("%w (from %s)", err, path)
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("apply %s: %w", path, err)
-		}
-		js, err := utilyaml.ToJSON(doc)
-		if err != nil {
-			return fmt.Errorf("apply %s: %w", path, err)
-		}
-		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			continue
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(js); err != nil {
-			return fmt.Errorf("apply %s: %w", path, err)
-		}
-		gvr, _ := meta.UnsafeGuessKindToResource(obj.GroupVersionKind())
-		var ri dynamic.ResourceInterface = dyn.Resource(gvr)
-		if ns := obj.GetNamespace(); ns != "" {
-			ri = dyn.Resource(gvr).Namespace(ns)
-		}
-		what := obj.GetKind() + " " + obj.GetName()
-		_, err = ri.Create(ctx, obj, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			var cur *unstructured.Unstructured
-			if cur, err = ri.Get(ctx, obj.GetName(), metav1.GetOptions{}); err == nil {
-				obj.SetResourceVersion(cur.GetResourceVersion())
-				_, err = ri.Update(ctx, obj, metav1.UpdateOptions{})
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("apply %s from %s: %w", what, path, err)
-		}
-	}
+	return nil
 }
 
 // Stop stops the API server, then etcd, waits until both have exited, and
