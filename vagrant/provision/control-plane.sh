@@ -24,8 +24,8 @@ else
 		--apiserver-advertise-address "$NODE_IP" --pod-network-cidr "$POD_CIDR" \
 		--node-name "$(hostname)" --token-ttl 15m --skip-token-print
 fi
-retry 300 "the API server (if a first kubeadm init failed halfway: kubeadm reset -f, then provision again)" \
-	kubectl get --raw /readyz
+api_ready() { kubectl get --raw /readyz >/dev/null 2>&1; }
+retry 300 "the API server (if a first kubeadm init failed halfway: kubeadm reset -f, then provision again)" api_ready
 install -d -o vagrant -g vagrant -m 0700 /home/vagrant/.kube
 install -o vagrant -g vagrant -m 0600 "$KUBECONFIG" /home/vagrant/.kube/config
 
