@@ -23,7 +23,7 @@ func TestBirdRoutesAndPolicy(t *testing.T) {
 	l.ip("route", "add", "203.0.113.0/24", "via", "198.19.64.99")
 	l.ip("route", "add", "198.18.65.192/26", "via", "198.19.64.98", "proto", "static")
 	foreign := func() string {
-		out, _ := l.edgeNS.Exec("ip", "-4", "route", "show", "table", "all")
+		out, _ := l.edgeNS.Exec("ip", "-N", "-4", "route", "show", "table", "all")
 		var keep []string
 		for _, line := range strings.Split(string(out), "\n") {
 			if !strings.Contains(line, "proto 201") {
@@ -65,7 +65,7 @@ func TestBirdRoutesAndPolicy(t *testing.T) {
 		block(2, 0): n2.addr, block(2, 1): n2.addr,
 	}
 	l.waitKernel(30*time.Second, want)
-	if out, _ := l.edgeNS.Exec("ip", "route", "show", "proto", "201"); !strings.Contains(out,
+	if out, _ := l.edgeNS.Exec("ip", "-N", "route", "show", "proto", "201"); !strings.Contains(out,
 		block(1, 0)+" via "+n1.addr+" dev br0") {
 		t.Fatalf("ip route show proto 201:\n%s", out)
 	}

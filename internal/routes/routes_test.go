@@ -59,7 +59,7 @@ func ip(tb testing.TB, args ...string) string {
 // kernelRoutes returns "dst via gw proto P" lines for the whole main table.
 func (n *testNS) show(tb testing.TB, args ...string) string {
 	tb.Helper()
-	return ip(tb, append([]string{"-n", n.name, "route", "show"}, args...)...)
+	return ip(tb, append([]string{"-N", "-n", n.name, "route", "show"}, args...)...)
 }
 
 func (n *testNS) ours(tb testing.TB) map[string]string {
