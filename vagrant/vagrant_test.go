@@ -200,20 +200,14 @@ func TestCalicoManifests(t *testing.T) {
 // Calico objects: the edge is the BGPPeer, in the AS it says, serving the
 // IPPool's CIDR.
 func TestEdgeConfig(t *testing.T) {
-	cfg := decode(t, "edge/perimeter.yaml", EdgeConfig)
-	var c config.Config
-	fset := c.FlagSet("perimeter run", io.Discard)
-	for k, v := range cfg {
-		if fset.Lookup(k) == nil {
-			t.Errorf("edge/perimeter.yaml: %q is not a flag of perimeter run", k)
-			continue
-		}
-		if err := fset.Set(k, object{"v": v}.str("v")); err != nil {
-			t.Errorf("edge/perimeter.yaml: %s: %v", k, err)
-		}
+	// Loaded the way the daemon loads it: keys, types, values, validation.
+	path := filepath.Join(t.TempDir(), "perimeter.yaml")
+	if err := os.WriteFile(path, EdgeConfig, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if t.Failed() {
-		t.FailNow()
+	var c config.Config
+	if _, err := config.Parse(&c, c.FlagSet("perimeter run", io.Discard), []string{"--config", path}, nil); err != nil {
+		t.Fatalf("edge/perimeter.yaml: %v", err)
 	}
 	if c.Kubeconfig != "/etc/perimeter/kubeconfig" {
 		t.Errorf("kubeconfig %q: edge.sh installs it at /etc/perimeter/kubeconfig", c.Kubeconfig)
