@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -82,7 +84,9 @@ func PerimeterBinary(tb testing.TB) string {
 		if err != nil {
 			cache = os.TempDir() // no HOME: still one fixed place
 		}
-		dir := filepath.Join(cache, "perimeter", "e2e")
+		// One place per checkout: two work trees never share a binary.
+		sum := sha256.Sum256([]byte(root))
+		dir := filepath.Join(cache, "perimeter", "e2e", hex.EncodeToString(sum[:6]))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			daemon.err = err
 			return
