@@ -308,8 +308,8 @@ func TestScriptsPinAndShare(t *testing.T) {
 	}
 }
 
-// TestLibPut runs lib.sh's put: it writes only when content, mode or owner
-// differ, which is what makes reruns restart nothing.
+// TestLibPut runs lib.sh's put, which writes only when content, mode or
+// owner differ (what makes reruns restart nothing), and retry's deadline.
 func TestLibPut(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Fatal("bash: ", err)
@@ -325,13 +325,14 @@ put 0640 "$owner" "$f" <<<one; printf '%s' "$CHANGED"
 put 0640 "$owner" "$f" <<<two; printf '%s' "$CHANGED"
 printf ' %s ' "$(stat -c %04a "$f")"; cat "$f"
 ls -A "$1" | tr '\n' ' '
-(retry 0 "the impossible" false) 2>&1 || true
+echo boom >"$1/err"
+(RETRY_ERR=$1/err retry 0 "the impossible" false) 2>&1 || true
 `
 	out, err := exec.Command("bash", "-c", script, "bash", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want := "1011 0640 two\nconf error: gave up after 0s waiting for the impossible\n"
+	want := "1011 0640 two\nconf   boom\nerror: gave up after 0s waiting for the impossible\n"
 	if string(out) != want {
 		t.Errorf("got %q, want %q", out, want)
 	}

@@ -41,7 +41,7 @@ lab_ssh_setup "$CP"
 log "fetching the edge's kubeconfig from cp (cp may still be coming up)"
 kc=$(mktemp)
 trap 'rm -f "$kc"' EXIT
-retry 1800 "the edge kubeconfig from cp at $CP" fetch_from_cp "$CP" edge-kubeconfig "$kc"
+RETRY_ERR=$LAB_DIR/fetch.err retry 1800 "the edge kubeconfig from cp at $CP" fetch_from_cp "$CP" edge-kubeconfig "$kc"
 grep -q '^current-context: lab$' "$kc" || die "cp sent something that is not the edge's kubeconfig"
 restart=0
 put 0640 root:perimeter /etc/perimeter/kubeconfig <"$kc"

@@ -17,13 +17,17 @@ die() {
 
 # retry SECONDS WHAT COMMAND...: runs COMMAND every 5 s until it succeeds;
 # after SECONDS it gives up and says what it was waiting for, instead of
-# waiting forever.
+# waiting forever, and shows the file RETRY_ERR names, if any (the last
+# failure's messages).
 retry() {
 	local limit=$1 what=$2
 	shift 2
 	local deadline=$((SECONDS + limit))
 	until "$@"; do
 		if ((SECONDS >= deadline)); then
+			if [[ -s ${RETRY_ERR:-} ]]; then
+				sed 's/^/  /' "$RETRY_ERR" >&2
+			fi
 			die "gave up after ${limit}s waiting for $what"
 		fi
 		sleep 5
@@ -84,11 +88,13 @@ from_cp() {
 }
 
 # fetch_from_cp CP_ADDRESS REQUEST FILE: from_cp into FILE, failing (for
-# retry) while cp cannot answer yet.
+# retry) while cp cannot answer yet. Until cp is set up, ssh fails (no
+# account yet, or the box's own host key); the last error is kept in
+# $LAB_DIR/fetch.err (for RETRY_ERR) rather than repeated every few seconds.
 fetch_from_cp() {
 	local tmp
 	tmp=$(mktemp)
-	if from_cp "$1" "$2" >"$tmp" && [[ -s $tmp ]]; then
+	if from_cp "$1" "$2" >"$tmp" 2>"$LAB_DIR/fetch.err" && [[ -s $tmp ]]; then
 		mv -f "$tmp" "$3"
 	else
 		rm -f "$tmp"

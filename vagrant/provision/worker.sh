@@ -18,7 +18,7 @@ lab_ssh_setup "$CP"
 log "asking cp for a join command (cp may still be coming up)"
 join=$(mktemp)
 trap 'rm -f "$join"' EXIT
-retry 1800 "a join command from cp at $CP" fetch_from_cp "$CP" join "$join"
+RETRY_ERR=$LAB_DIR/fetch.err retry 1800 "a join command from cp at $CP" fetch_from_cp "$CP" join "$join"
 
 # Run the command by its parts, not as text from another machine.
 read -r kubeadm verb endpoint token_flag token hash_flag hash <"$join"
