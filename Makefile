@@ -4,9 +4,10 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/perimeter-ingress/perimeter/internal/app.Version=$(VERSION)
 BIN       := bin/perimeter
 STATICCHECK_VERSION := v0.6.1
+NFPM_VERSION := v2.45.2
 TOOLS     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test test-short lint bench fuzz lab clean testbed
+.PHONY: all build test test-short lint bench fuzz lab clean testbed package package-lint
 
 all: build
 
@@ -36,6 +37,18 @@ bench: testbed
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAnnotations -fuzztime 60s ./internal/model
+
+# dist/perimeter_<version>-1_amd64.deb and dist/perimeter-<version>-1.x86_64.rpm
+# (packaging/). `make package VERSION=1.2.3` sets the version; the default
+# comes from git.
+package:
+	@test -x $(TOOLS)/nfpm || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	@VERSION='$(if $(filter file,$(origin VERSION)),,$(VERSION))' GO='$(GO)' MAKE='$(MAKE)' NFPM='$(TOOLS)/nfpm' packaging/build.sh
+
+# lintian --pedantic and rpmlint on what `make package` built; fails on any
+# lintian error or warning and any rpmlint error.
+package-lint: package
+	packaging/lint.sh
 
 lab: testbed build
 	$(GO) run ./internal/testenv/lab --perimeter $(BIN)
