@@ -214,8 +214,7 @@ func YAML() string {
 # ` + "`systemctl reload perimeter`" + ` re-reads this file: keys marked "live" apply at
 # once; for the others the daemon logs "KEY changed: needs a restart". A bad
 # file is refused (at start) or ignored with the reason logged (on reload).
-# Reference: /usr/share/doc/perimeter/configuration.md, or
-# ` + "`perimeter config-reference`" + `.
+# ` + "`perimeter config-reference`" + ` prints the full reference (Markdown).
 `)
 	for _, g := range groups {
 		fmt.Fprintf(&b, "\n# ---- %s\n", g.title)
