@@ -29,9 +29,10 @@ mkdir -p "$build"
 "$MAKE" --no-print-directory build BIN="$build/perimeter" VERSION="$PKG_VERSION"
 
 date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
-"$GO" run ./packaging/docgen -man -version "$PKG_VERSION" -date "$date" >"$build/perimeter.8"
+"$GO" run ./packaging/docgen -version "$PKG_VERSION" -date "$date" >"$build/perimeter.8"
 gzip -n -9 -c "$build/perimeter.8" >"$build/perimeter.8.gz"
-"$GO" run ./packaging/docgen -config >"$build/perimeter.yaml"
+# Every key commented out at its default, from the daemon's own reference.
+"$build/perimeter" config-reference --format=yaml >"$build/perimeter.yaml"
 
 # One entry: the packaging of this version. Built from git, the commit says
 # what changed upstream.

@@ -1,10 +1,11 @@
-// Command docgen writes the files the packages ship that derive from the
-// daemon's flags: the perimeter(8) man page and the commented defaults of
-// /etc/perimeter/perimeter.yaml. Both are generated at build time from
-// config.FlagSet, so neither can drift from the code.
+// Command docgen writes the man page perimeter(8) from the daemon's flags
+// and configuration keys (config.Keys), at package build time, so that it
+// cannot drift from the code.
 //
-//	go run ./packaging/docgen -man -version 1.2.3 -date 2026-11-25 >perimeter.8
-//	go run ./packaging/docgen -config >perimeter.yaml
+//	go run ./packaging/docgen -version 1.2.3 -date 2026-11-25 >perimeter.8
+//
+// The other generated file of the packages, the commented default
+// /etc/perimeter/perimeter.yaml, is `perimeter config-reference --format=yaml`.
 package main
 
 import (
@@ -21,26 +22,14 @@ import (
 )
 
 func main() {
-	man := flag.Bool("man", false, "write the man page perimeter(8)")
-	conf := flag.Bool("config", false, "write the commented default /etc/perimeter/perimeter.yaml")
 	version := flag.String("version", "", "version named in the man page")
 	date := flag.String("date", "", "date of the man page, YYYY-MM-DD (default: $SOURCE_DATE_EPOCH, else today)")
 	flag.Parse()
-	if *man == *conf {
-		fmt.Fprintln(os.Stderr, "docgen: give exactly one of -man and -config")
-		os.Exit(2)
+	d := *date
+	if d == "" {
+		d = sourceDate().Format("2006-01-02")
 	}
-	var err error
-	if *man {
-		d := *date
-		if d == "" {
-			d = sourceDate().Format("2006-01-02")
-		}
-		err = writeMan(os.Stdout, *version, d)
-	} else {
-		err = writeConfig(os.Stdout)
-	}
-	if err != nil {
+	if err := writeMan(os.Stdout, *version, d); err != nil {
 		fmt.Fprintln(os.Stderr, "docgen:", err)
 		os.Exit(1)
 	}
@@ -56,104 +45,30 @@ func sourceDate() time.Time {
 	return time.Now().UTC()
 }
 
-type option struct {
-	name, arg, usage, def string
-	kind                  string // bool, list, unset (no default) or scalar
-	settable              bool   // a key of perimeter.yaml
-}
-
-// options lists the flags of `perimeter run` in the order of their names.
-func options() []option {
-	var c config.Config
-	fs := c.FlagSet("perimeter", io.Discard)
-	var opts []option
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, usage := flag.UnquoteUsage(f)
-		o := option{name: f.Name, usage: usage, def: f.DefValue, settable: true}
-		switch t := fmt.Sprintf("%T", f.Value); {
-		case arg == "":
-			o.kind = "bool"
-		case strings.HasSuffix(t, "listFlag") || strings.HasSuffix(t, "repeatFlag"):
-			o.kind, arg = "list", "value"
-		case t != "*flag.stringValue" && f.DefValue == "":
-			// A number with no default (an AS number): unset unless given.
-			o.kind, arg = "unset", "N"
-		default:
-			o.kind = "scalar"
-		}
-		o.arg = arg
-		// Not settings: --version is an action, --external is always on,
-		// --config names the file itself, and an alias would be a second
-		// key for one setting.
-		if f.Name == "version" || f.Name == "external" || f.Name == "config" || strings.HasPrefix(usage, "alias of ") {
-			o.settable = false
-		}
-		opts = append(opts, o)
-	})
-	return opts
+// argName is the placeholder of an option's value in the synopsis.
+func argName(k config.Key) string {
+	switch k.Kind {
+	case config.KindInt, config.KindUint:
+		return "N"
+	case config.KindDuration:
+		return "DURATION"
+	case config.KindList:
+		return "VALUE"
+	}
+	return "STRING"
 }
 
 // showDefault says whether the default is worth printing, as
 // flag.PrintDefaults does: zero values are not.
-func (o option) showDefault() bool {
-	switch o.def {
+func showDefault(def string) bool {
+	switch def {
 	case "", "false", "0", "0s":
 		return false
 	}
 	return true
 }
 
-// yamlValue is the default as a YAML value that reads back as the flag's.
-func (o option) yamlValue() string {
-	switch o.kind {
-	case "bool":
-		return o.def
-	case "list":
-		return "[]"
-	case "unset":
-		return ""
-	}
-	if o.def == "" {
-		return `""`
-	}
-	if plainYAML.MatchString(o.def) {
-		return o.def
-	}
-	return fmt.Sprintf("%q", o.def)
-}
-
-// plainYAML matches scalars YAML reads as the same string or number
-// without quotes ("::" and "0.0.0.0"-like values that are not are quoted).
-var plainYAML = regexp.MustCompile(`^[A-Za-z0-9/][A-Za-z0-9/._-]*$`)
-
-func writeConfig(w io.Writer) error {
-	var b bytes.Buffer
-	b.WriteString(`# /etc/perimeter/perimeter.yaml: settings of the perimeter daemon.
-#
-# The keys are the flags of "perimeter run" without their dashes; see
-# perimeter(8) for each. A flag given on the command line wins over this
-# file. Every setting below is commented out and shows its default: uncomment
-# and change what you need, then restart (or reload) the daemon.
-#
-# The daemon reads its cluster credentials from --kubeconfig
-# (/etc/perimeter/kubeconfig): mode 0640, owner root, group perimeter.
-`)
-	for _, o := range options() {
-		if !o.settable {
-			continue
-		}
-		fmt.Fprintf(&b, "\n# %s\n", o.usage)
-		if v := o.yamlValue(); v == "" {
-			fmt.Fprintf(&b, "#%s:\n", o.name)
-		} else {
-			fmt.Fprintf(&b, "#%s: %s\n", o.name, v)
-		}
-	}
-	_, err := w.Write(b.Bytes())
-	return err
-}
-
-// roff escapes text for a man page: backslashes, and dashes of options
+// roff escapes text for a man page: backslashes, and the dashes of options
 // (an ASCII minus, so that they can be searched for and pasted).
 func roff(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\e`)
@@ -173,24 +88,36 @@ func writeMan(w io.Writer, version, date string) error {
 		src += " " + version
 	}
 	fmt.Fprintf(&b, ".TH PERIMETER 8 %q %q \"System Administration\"\n", date, src)
+	// Paths and option names must not be hyphenated or stretched.
+	b.WriteString(".nh\n.ad l\n")
 	b.WriteString(manHead)
-	for _, o := range options() {
+	for _, k := range config.Keys() {
 		b.WriteString(".TP\n")
-		if o.kind == "bool" {
-			fmt.Fprintf(&b, ".B %s\n", roff("--"+o.name))
+		if k.Kind == config.KindBool {
+			fmt.Fprintf(&b, ".B %s\n", roff("--"+k.Name))
 		} else {
-			fmt.Fprintf(&b, ".BI %s \"=\" %s\n", roff("--"+o.name), o.arg)
+			fmt.Fprintf(&b, "\\fB%s\\fR=\\fI%s\\fR\n", roff("--"+k.Name), argName(k))
 		}
-		text := roff(o.usage)
-		if !strings.HasSuffix(text, ")") && !strings.HasSuffix(text, ".") {
+		text := k.Usage
+		if k.Alias != "" {
+			text = "Another name of --" + k.Alias
+		}
+		text = roff(strings.ToUpper(text[:1]) + text[1:])
+		if !strings.HasSuffix(text, ".") {
 			text += "."
 		}
 		b.WriteString(text + "\n")
-		if o.showDefault() {
-			fmt.Fprintf(&b, "Default: \\fB%s\\fR.\n", roff(o.def))
+		if showDefault(k.Default) {
+			fmt.Fprintf(&b, "Default: \\fB%s\\fR.\n", roff(k.Default))
 		}
-		if o.settable {
-			fmt.Fprintf(&b, "Key in the configuration file: \\fB%s\\fR.\n", o.name)
+		switch {
+		case k.FlagOnly:
+			b.WriteString("Command line only.\n")
+		case k.Alias != "":
+		case k.Live:
+			b.WriteString("A reload applies a change.\n")
+		default:
+			b.WriteString("A change needs a restart.\n")
 		}
 	}
 	b.WriteString(manTail)
@@ -220,6 +147,9 @@ perimeter \- ingress for Kubernetes on edge hosts, driving HAProxy and BGP
 .br
 .B perimeter routes flush
 .RI [ options ]
+.br
+.B perimeter config\-reference
+.RB [ \-\-format=markdown | \-\-format=yaml ]
 .br
 .B perimeter version
 .SH DESCRIPTION
@@ -270,18 +200,28 @@ table, or
 .BR \-\-route\-table ),
 with the daemon stopped.
 .TP
+.B config\-reference
+Print the reference of the configuration file (Markdown), or with
+.B \-\-format=yaml
+the file with every key commented out, as the package installs it.
+.TP
 .B version
 Print the version.
 .SH OPTIONS
-Every command takes the options below. A list option may be repeated or
-given comma-separated.
+Every command takes the options below. Each, except those marked command
+line only, is also a key of the configuration file, named as the option
+without its dashes; an option given on the command line wins over the key.
+A list option may be repeated.
 `
 
 const manTail = `.SH FILES
 .TP
 .I /etc/perimeter/perimeter.yaml
-Settings of the daemon; its keys are the option names above, and options
-given on the command line win over it.
+Settings of the daemon (default of
+.BR \-\-config ):
+YAML whose keys are the option names above. A bad file is refused at start
+with
+.IR FILE : LINE : " KEY" : " reason" .
 .TP
 .I /etc/perimeter/kubeconfig
 Credentials for the cluster (default of
@@ -319,6 +259,13 @@ Hand-over: the daemon exits and leaves HAProxy serving and its routes in
 place; the daemon started next adopts both and reloads HAProxy without
 dropping a connection. The systemd unit sends it on
 .BR "systemctl restart" .
+.TP
+.B SIGHUP
+Reload: the daemon reads its configuration file again and applies the keys
+a reload can change; it logs every other changed key as needing a restart.
+A bad file is logged and the running settings stay. The systemd unit sends
+it on
+.BR "systemctl reload" .
 .SH EXIT STATUS
 0 on success, 1 on a fatal error (printed as one line), 2 on a usage error.
 .SH EXAMPLES
