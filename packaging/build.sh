@@ -20,9 +20,12 @@ if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
 fi
 export SOURCE_DATE_EPOCH
 
-build=dist/build
-rm -rf "$build"
-mkdir -p "$build"
+# A directory of this build's own: builds of two versions may run at once
+# (a test builds an old and a new package for an upgrade).
+mkdir -p dist
+build=$(mktemp -d dist/build.XXXXXX)
+trap 'rm -rf "$build"' EXIT
+export PKG_BUILD="$build"
 
 # The Makefile's build: static (CGO_ENABLED=0), -trimpath, stripped (-s -w),
 # with the package version as `perimeter version`.
