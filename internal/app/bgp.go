@@ -41,6 +41,13 @@ func BGPConfig(c *config.Config) (bgp.Config, error) {
 			return cfg, fmt.Errorf("--bgp-router-id: %w", err)
 		}
 	}
+	if b.NodePassword != "" {
+		ref, err := bgp.ParseSecretRef(b.NodePassword)
+		if err != nil {
+			return cfg, fmt.Errorf("--bgp-node-password-secret: %w", err)
+		}
+		cfg.NodePassword = &ref
+	}
 	for _, p := range b.Peers {
 		peer, err := bgp.ParsePeerFlag(p)
 		if err != nil {

@@ -51,6 +51,7 @@ const (
 	RejectShorter      Reason = "shorter-than-block"
 	RejectNoAffinity   Reason = "no-block-affinity"
 	RejectNotOwner     Reason = "next-hop-not-owner"
+	RejectHostNotNode  Reason = "host-route-next-hop-not-a-node"
 )
 
 // Verdict is the import decision for one path.
@@ -64,9 +65,13 @@ type Verdict struct {
 // Policy is the import policy: which (prefix, next hop) pairs become routes.
 //
 //   - Only IPv4 prefixes inside a pool, from the pool's block size up to /32.
-//   - /32s inside a pool are accepted from any peer: Calico announces a
-//     borrowed address (an IP from another node's block) as a /32 from the
-//     node running the pod, so by design it does not come from the owner.
+//   - /32s inside a pool need a next hop that is a node's address (any
+//     node's: Calico announces a borrowed address, an IP from another
+//     node's block, as a /32 from the node running the pod, so by design
+//     it does not come from the block's owner). A /32 beats its block, so
+//     without this any peer could pull one pod's traffic anywhere. While
+//     no node address is known (static peers, no Node objects) they are
+//     accepted like blocks.
 //   - When block affinities are known, a block (or anything longer than
 //     the block size but shorter than /32) is accepted only when its next
 //     hop is an address of the node owning the block. Checking the next
@@ -164,6 +169,8 @@ func (p *Policy) Decide(prefix netip.Prefix, nextHop netip.Addr) Verdict {
 		return Verdict{Reason: RejectOutsidePools}
 	case !longEnough:
 		return Verdict{Reason: RejectShorter}
+	case prefix.Bits() == 32 && len(p.nodeAddrs) > 0 && !p.isNodeAddr(nextHop):
+		return Verdict{Reason: RejectHostNotNode, Owner: p.ownerOf(prefix)}
 	case prefix.Bits() == 32 || p.owners == nil:
 		return Verdict{Accept: true, Reason: Accepted, Owner: p.ownerOf(prefix)}
 	}
@@ -180,6 +187,28 @@ func (p *Policy) Decide(prefix netip.Prefix, nextHop netip.Addr) Verdict {
 		return Verdict{Reason: RejectNoAffinity}
 	}
 	return Verdict{Reason: RejectNotOwner, Owner: owner}
+}
+
+func (p *Policy) isNodeAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, addrs := range p.nodeAddrs {
+		if slices.Contains(addrs, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeNextHops are every node address as a GoBGP next-hop list.
+func (p *Policy) nodeNextHops() []string {
+	var out []string
+	for _, addrs := range p.nodeAddrs {
+		for _, a := range addrs {
+			out = append(out, a.String()+"/32")
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (p *Policy) ownerOf(prefix netip.Prefix) string {
@@ -216,7 +245,8 @@ func (p *Policy) gobgp() *api.SetPoliciesRequest {
 		}
 		prefixSet("pod-hosts", hosts)
 		stmts = append(stmts, &api.Statement{Name: "pod-hosts", Actions: accept,
-			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "pod-hosts"}}})
+			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "pod-hosts"},
+				NextHopInList: p.nodeNextHops()}})
 		if p.owners == nil {
 			prefixSet("pod-blocks", blocks)
 			stmts = append(stmts, &api.Statement{Name: "pod-blocks", Actions: accept,

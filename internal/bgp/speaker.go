@@ -148,6 +148,11 @@ func (s *Speaker) Run(ctx context.Context) error {
 		global.ListenAddresses = []string{s.cfg.ListenAddress.String()}
 	} else if s.cfg.ListenPort > 0 {
 		global.ListenAddresses = []string{"0.0.0.0"}
+		if s.cfg.PeerWithNodes && s.cfg.NodePassword == nil {
+			// A pod's connection, NATed to its node's address, could take
+			// that node's session while the node's own is down.
+			s.log.Warn("BGP listens on every address and node sessions have no password: set --bgp-listen-address and --bgp-node-password-secret")
+		}
 	}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
 		return fmt.Errorf("start BGP on port %d: %w", s.cfg.ListenPort, err)

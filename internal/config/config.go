@@ -80,6 +80,7 @@ type BGP struct {
 	ListenPort       int
 	Peers            []string
 	PeersFromNodes   bool
+	NodePassword     string
 	ClusterAS        uint32
 	PassivePrefix    string
 	PodCIDRs         []string
@@ -184,6 +185,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.BGP.ListenPort, "bgp-listen-port", 179, "BGP port")
 	fs.Var(repeatFlag{&c.BGP.Peers}, "bgp-peer", "static BGP peer ADDRESS[,as=N][,password-secret=NS/NAME[/KEY]] (repeatable)")
 	fs.BoolVar(&c.BGP.PeersFromNodes, "bgp-peers-from-nodes", false, "peer with every Node (Calico's projectcalico.org/IPv4Address, else InternalIP)")
+	fs.StringVar(&c.BGP.NodePassword, "bgp-node-password-secret", "", "TCP MD5 password of the sessions with Node peers, from a Secret NAMESPACE/NAME[/KEY] (Calico's BGPPeer password.secretKeyRef)")
 	fs.Var(uint32Flag{&c.BGP.ClusterAS}, "bgp-cluster-as", "AS of nodes without projectcalico.org/ASNumber (default: --bgp-local-as)")
 	fs.StringVar(&c.BGP.PassivePrefix, "bgp-passive-prefix", "", "accept BGP sessions from peers in this prefix")
 	fs.Var(listFlag{&c.BGP.PodCIDRs}, "pod-cidr", "pod CIDRs whose blocks are accepted (repeatable; also read from Calico IPPools)")

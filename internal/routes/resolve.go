@@ -47,6 +47,11 @@ func (m *Manager) lookup(nextHop netip.Addr) resolved {
 		return resolved{err: fmt.Errorf("no route to next hop %s", nextHop)}
 	}
 	r := rs[0]
+	if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+		// A next hop only the default route covers is no node of ours:
+		// following it would send pod traffic out through the uplink.
+		return resolved{err: fmt.Errorf("next hop %s is reached only through the default route", nextHop)}
+	}
 	if int(r.Protocol) == m.cfg.Protocol {
 		return resolved{err: fmt.Errorf("next hop %s is reached only through a BGP-learned route (%v)", nextHop, r.Dst)}
 	}

@@ -198,6 +198,20 @@ func TestNextHopResolution(t *testing.T) {
 		}
 	}
 
+	// A next hop only the default route covers is refused: it would send
+	// the pod's traffic out through the uplink.
+	ip(t, "-n", n.name, "route", "add", "default", "via", "198.19.96.2")
+	m.Set(pfx("198.18.65.64/26"), addr("203.0.114.9"))
+	if err := m.Reconcile(); err != nil { // a full pass looks next hops up afresh
+		t.Fatal(err)
+	}
+	if st := statusOf(m, "198.18.65.64/26"); st.State != StateRefused || !strings.Contains(st.Error, "default route") {
+		t.Errorf("next hop behind the default route: status %+v, want refused", st)
+	}
+	if _, ok := n.ours(t)["198.18.65.64/26"]; ok {
+		t.Errorf("route via a next hop behind the default route installed:\n%s", n.show(t))
+	}
+
 	// The router goes away: the resolved route must not outlive it.
 	ip(t, "-n", n.name, "route", "del", "203.0.113.0/24")
 	if err := m.Reconcile(); err != nil {
