@@ -98,6 +98,8 @@ func (e *env) startDaemon(extra ...string) *daemon {
 	}
 	args := []string{
 		"--external",
+		// Not the machine's /etc/perimeter/perimeter.yaml, if it has one.
+		"--config=/dev/null",
 		"--kubeconfig=" + e.c.DaemonKubeconfig,
 		"--program=/usr/sbin/haproxy",
 		"--config-dir=" + d.configDir,

@@ -386,7 +386,7 @@ func (l *lab) publish(ctx context.Context) error {
 }
 
 func (l *lab) daemonArgs() []string {
-	return []string{"run", "--external", "--kubeconfig=" + l.cluster.DaemonKubeconfig, "--program=/usr/sbin/haproxy",
+	return []string{"run", "--external", "--config=/dev/null", "--kubeconfig=" + l.cluster.DaemonKubeconfig, "--program=/usr/sbin/haproxy",
 		"--configmap=haproxy-controller/haproxy-kubernetes-ingress",
 		"--config-dir=" + filepath.Join(l.dir, "etc"), "--runtime-dir=" + filepath.Join(l.dir, "run"),
 		"--http-bind-port=" + strconv.Itoa(l.o.httpPort), "--ipv4-bind-address=127.0.0.1", "--disable-ipv6", "--disable-https",
