@@ -252,7 +252,15 @@ func (r renderer) global(w *cfgWriter, g model.Global) {
 	if g.HardStopAfter > 0 {
 		w.set(parser.Global, sec, "hard-stop-after", &types.StringC{Value: haproxyDuration(g.HardStopAfter)})
 	}
+	// An old worker kept alive by a busy WebSocket survives reloads; a
+	// tenant who can force one reload a second would pile them up until
+	// memory runs out. hard-stop-after bounds their age, this their number.
+	w.set(parser.Global, sec, "mworker-max-reloads", &types.Int64C{Value: mworkerMaxReloads})
 }
+
+// mworkerMaxReloads is how many reloads an old worker may survive before the
+// master stops it.
+const mworkerMaxReloads = 50
 
 func (r renderer) defaults(w *cfgWriter, g model.Global) {
 	w.section(parser.Defaults, defaultsName)

@@ -95,8 +95,12 @@ needs a reload (reload, hitless).
 		if s.Runtime {
 			applied = "runtime"
 		}
+		doc := s.Doc
+		if r := s.TenantRestriction(); r != "" {
+			doc += " " + r
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n",
-			key, strings.ReplaceAll(s.Scopes.String(), ",", ", "), cell(s.Type), code(settingDefault(s)), code(settingExample(s)), applied, cell(s.Doc))
+			key, strings.ReplaceAll(s.Scopes.String(), ",", ", "), cell(s.Type), code(settingDefault(s)), code(settingExample(s)), applied, cell(doc))
 	}
 	b.WriteString(annotationsNotes)
 	return b.String()

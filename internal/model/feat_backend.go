@@ -132,7 +132,7 @@ func guardedSetting[T any](s Setting, status int, p parser[T], set func(*backend
 	s.failClosed = status
 	s.setBackend = func(b *backendDraft, raw string) {
 		v, err := p.parse(raw)
-		if err != nil {
+		if err != nil || raw == refusedValue {
 			b.failClosed(status)
 			return
 		}
@@ -200,7 +200,7 @@ func backendFeatureSettings() []Setting {
 		}, denyUnavailable, enumParser("basic-auth"), func(b *backendDraft, v string) { b.feat.authType = v }),
 		guardedSetting(Setting{
 			Name: "auth-secret", Example: "web-users", Scopes: backendScopes,
-			Doc: "Secret (NAME in the Ingress namespace, or NAMESPACE/NAME) whose keys are user names and values crypt(3) password hashes (e.g. from `openssl passwd -6`). Missing or without a valid user: every request gets 503.",
+			Doc: "Secret (NAME in the Ingress namespace, or NAMESPACE/NAME) whose keys are user names and values crypt(3) password hashes (e.g. from `openssl passwd -6`): DES, $1$, $5$/$6$ with at most 5000 rounds, bcrypt with a cost of at most 12, yescrypt with default parameters; a user with another hash is ignored. Missing or without a valid user: every request gets 503.",
 		}, denyUnavailable, secretRefParser(), func(b *backendDraft, v string) { b.feat.authSecret = v }),
 		guardedSetting(Setting{
 			Name: "auth-realm", Example: "Admin Area", Scopes: backendScopes, Default: defaultAuthRealm,
@@ -218,8 +218,8 @@ func backendFeatureSettings() []Setting {
 		}, denyUnavailable, durationParser(), func(b *backendDraft, v time.Duration) { b.Features.RateLimit.Period = v }),
 		guardedSetting(Setting{
 			Name: "rate-limit-size", Example: "1m", Scopes: backendScopes, Default: "100k",
-			Doc: "Number of client addresses tracked (suffix k or m allowed). Invalid: every request gets 503.",
-		}, denyUnavailable, sizeParser(1, 100_000_000), func(b *backendDraft, v int) { b.Features.RateLimit.Size = v }),
+			Doc: "Number of client addresses tracked (suffix k or m allowed), at most 1m: each entry costs memory and clients choose their keys. Invalid: every request gets 503.",
+		}, denyUnavailable, sizeParser(1, maxRateLimitSize), func(b *backendDraft, v int) { b.Features.RateLimit.Size = v }),
 		guardedSetting(Setting{
 			Name: "rate-limit-status-code", Example: "429", Scopes: backendScopes, Default: "403",
 			Doc: "Status of requests over the limit. Invalid: every request gets 503.",
@@ -245,6 +245,10 @@ func (b *builder) finishFeatures(d *backendDraft, st *backendState) {
 		return
 	}
 	if f.authSecret == "" {
+		if d.Features.Deny != 0 {
+			// auth-secret was refused and reported already.
+			return
+		}
 		d.failClosed(denyUnavailable)
 		b.userProblem(st, ReasonInvalidAuth, "auth-type %s without auth-secret; backend %s answers %d", f.authType, st.name, denyUnavailable)
 		return
@@ -295,6 +299,10 @@ func (b *builder) finishFeatures(d *backendDraft, st *backendState) {
 	}
 	d.Features.AuthUsers = Credentials(strings.Join(lines, "\n"))
 }
+
+// maxRateLimitSize bounds a stick table: with src-ip-header, clients choose
+// the keys, so a table fills up to its size (about 100 bytes an entry).
+const maxRateLimitSize = 1_000_000
 
 // maxCIDRs bounds a list so one annotation cannot make haproxy.cfg huge.
 const maxCIDRs = 4096
@@ -536,7 +544,66 @@ func checkUser(name, hash string) error {
 			return errors.New("password is not a crypt(3) hash (characters outside [A-Za-z0-9./$=])")
 		}
 	}
-	return nil
+	return checkHashCost(hash)
+}
+
+// Hash cost bounds. HAProxy checks a Basic-auth password with crypt(3)
+// inline in its worker thread, on every request: a hash that takes seconds
+// stalls that thread for every tenant until the watchdog kills HAProxy.
+const (
+	maxSHACryptRounds = 5000 // glibc's default when rounds= is absent
+	maxBcryptCost     = 12
+)
+
+// checkHashCost accepts the crypt(3) schemes whose cost is bounded:
+// DES (13 characters), MD5 ($1$), SHA-256/512 ($5$, $6$) with at most
+// maxSHACryptRounds rounds, bcrypt ($2a$, $2b$, $2y$) with a cost of at
+// most maxBcryptCost, yescrypt ($y$) with the default parameters (j9T, as
+// mkpasswd writes them). Anything else could cost any amount of CPU.
+func checkHashCost(hash string) error {
+	if !strings.HasPrefix(hash, "$") {
+		if len(hash) == 13 {
+			return nil // traditional DES
+		}
+		return errors.New("unknown password hash scheme (want $1$, $5$, $6$, $2b$, $y$ or DES)")
+	}
+	parts := strings.Split(hash, "$")
+	// parts[0] is empty: the hash starts with '$'.
+	if len(parts) < 4 {
+		return errors.New("password hash has too few $-separated fields")
+	}
+	switch id := parts[1]; id {
+	case "1":
+		return nil
+	case "5", "6":
+		rounds, ok := strings.CutPrefix(parts[2], "rounds=")
+		if !ok {
+			return nil
+		}
+		if rounds == "" || len(rounds) > 10 || !allDigits(rounds) {
+			return fmt.Errorf("sha-crypt rounds=%q is not a number", rounds)
+		}
+		if n, _ := strconv.Atoi(rounds); n > maxSHACryptRounds {
+			return fmt.Errorf("sha-crypt rounds=%d above %d: each request would cost too much CPU in HAProxy", n, maxSHACryptRounds)
+		}
+		return nil
+	case "2a", "2b", "2y":
+		cost := parts[2]
+		if len(cost) != 2 || !allDigits(cost) {
+			return fmt.Errorf("bcrypt cost %q is not a number", cost)
+		}
+		if n, _ := strconv.Atoi(cost); n > maxBcryptCost {
+			return fmt.Errorf("bcrypt cost %d above %d: each request would cost too much CPU in HAProxy", n, maxBcryptCost)
+		}
+		return nil
+	case "y":
+		if parts[2] != "j9T" {
+			return fmt.Errorf("yescrypt parameters %q: only the default j9T is accepted", parts[2])
+		}
+		return nil
+	default:
+		return fmt.Errorf("unknown password hash scheme $%s$ (want $1$, $5$, $6$, $2b$, $y$ or DES)", id)
+	}
 }
 
 // dumpBackendFeatures writes the features that are set, one per line.

@@ -104,19 +104,19 @@ func TestBackendFeaturesBuild(t *testing.T) {
 	}
 
 	// Missing Secret: 503, watched, reported.
-	ing = webIngress("a", 1, "haproxy.org/auth-type=basic-auth", "haproxy.org/auth-secret=other/missing")
+	ing = webIngress("a", 1, "haproxy.org/auth-type=basic-auth", "haproxy.org/auth-secret=missing")
 	d = Build(&Snapshot{Ingresses: []*networkingv1.Ingress{ing}, Services: []*corev1.Service{service("ns", "web", svcPort("", 80, 8080))}}, Options{})
 	b = backendByName(t, d, "ns_web_80")
 	if b.Features.Deny != 503 || b.Features.AuthRealm != "" || countReason(d.Problems, ReasonAuthSecretNotFound) != 1 {
 		t.Errorf("missing secret: deny %d realm %q problems %v", b.Features.Deny, b.Features.AuthRealm, d.Problems)
 	}
-	if strings.Join(d.SecretRefs, ",") != "other/missing" {
-		t.Errorf("secret refs %v, want other/missing", d.SecretRefs)
+	if strings.Join(d.SecretRefs, ",") != "ns/missing" {
+		t.Errorf("secret refs %v, want ns/missing", d.SecretRefs)
 	}
 
 	// While its watch starts, the Secret is pending: closed, not reported.
 	d = Build(&Snapshot{Ingresses: []*networkingv1.Ingress{ing}, Services: []*corev1.Service{service("ns", "web", svcPort("", 80, 8080))},
-		PendingSecrets: []string{"other/missing"}}, Options{})
+		PendingSecrets: []string{"ns/missing"}}, Options{})
 	b = backendByName(t, d, "ns_web_80")
 	if b.Features.Deny != 503 || countReason(d.Problems, ReasonAuthSecretNotFound) != 0 {
 		t.Errorf("pending secret: deny %d problems %v, want 503 and none", b.Features.Deny, d.Problems)

@@ -95,6 +95,11 @@ func (b *builder) annotationValues(ref ObjectRef, ann map[string]string, scope S
 			err := s.check(raw)
 			if err != nil {
 				b.problem(ref, ReasonInvalidAnnotation, "annotation %s=%q: %v; %s", key, raw, err, fallbackNote(s, scope))
+			} else if s.tenant != nil {
+				if terr := s.tenant.check(raw, ref.Namespace); terr != nil {
+					b.problem(ref, s.tenant.reason, "annotation %s=%q: %v; %s", key, raw, terr, fallbackNote(s, scope))
+					err, raw = terr, refusedValue
+				}
 			}
 			if err == nil || s.failClosed != 0 {
 				if v == nil {

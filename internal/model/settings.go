@@ -89,6 +89,10 @@ type Setting struct {
 	// failClosed, when not 0, keeps an invalid value at its scope and
 	// makes the backend answer this status (feat_backend.go).
 	failClosed int
+	// tenant, when set, judges a value that check accepted once more when
+	// an Ingress or a Service sets it: namespace tenants get less than the
+	// operator's ConfigMap (tenant.go).
+	tenant *tenantRule
 	// annotations are the full annotation keys, prefix-major, built once so
 	// lookups do not allocate.
 	annotations []string
@@ -179,8 +183,8 @@ var settings = func() []Setting {
 			Doc: "Number of HAProxy worker threads.",
 		}, intRange(1, 4096), func(g *Global, v int) { g.Nbthread = v }),
 		globalSetting(Setting{
-			Name: "hard-stop-after", Scopes: ScopeConfigMap,
-			Doc: "Longest time an old worker may keep serving after a reload.",
+			Name: "hard-stop-after", Scopes: ScopeConfigMap, Default: "30m",
+			Doc: "Longest time an old worker may keep serving after a reload. Old workers held by long connections otherwise pile up when reloads are frequent; at most 50 of them survive in any case (mworker-max-reloads).",
 		}, durationParser(), func(g *Global, v time.Duration) { g.HardStopAfter = v }),
 		timeout("timeout-client", "Client inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutClient = v }),
 		timeout("timeout-connect", "Timeout to connect to a server.", func(g *Global, v time.Duration) { g.TimeoutConnect = v }),
@@ -196,6 +200,9 @@ var settings = func() []Setting {
 	list = append(list, canarySettings()...)
 	for i := range list {
 		s := &list[i]
+		if s.tenant == nil {
+			s.tenant = tenantRules[s.Name]
+		}
 		prefixes := AnnotationPrefixes
 		if s.Prefixes != nil {
 			prefixes = s.Prefixes
