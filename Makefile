@@ -19,8 +19,14 @@ build:
 testbed:
 	@internal/testenv/tools/build.sh >/dev/null
 
+# Tests append the numbers they measure (failed requests, durations,
+# scores) to TEST_REPORT: go test shows nothing of a package that passes.
+TEST_REPORT := $(CURDIR)/dist/test-report.txt
+
 test: testbed
-	$(GO) test -count=1 -timeout 40m ./...
+	@rm -f $(TEST_REPORT)
+	PERIMETER_TEST_REPORT=$(TEST_REPORT) $(GO) test -count=1 -timeout 40m ./...
+	@cat $(TEST_REPORT) 2>/dev/null || true
 	$(GO) test -run '^$$' -fuzz FuzzAnnotations -fuzztime 5s ./internal/model
 
 test-short:

@@ -110,13 +110,25 @@ func TestPackageUnderSystemd(t *testing.T) {
 	// The packages build while the machine boots and the cluster starts.
 	debs := make(chan [2]string, 1)
 	debErr := make(chan error, 1)
+	var made []string
+	var madeMu sync.Mutex
+	t.Cleanup(func() {
+		madeMu.Lock()
+		defer madeMu.Unlock()
+		for _, f := range made {
+			_ = os.Remove(f)
+		}
+	})
 	go func() {
-		oldDeb, newDeb, err := buildPackages()
+		built, files, err := buildPackages()
+		madeMu.Lock()
+		made = files
+		madeMu.Unlock()
 		if err != nil {
 			debErr <- err
 			return
 		}
-		debs <- [2]string{oldDeb, newDeb}
+		debs <- built
 	}()
 	rootReady := make(chan error, 1)
 	go func() { _, err := testenv.DebianRoot(); rootReady <- err }()
@@ -180,6 +192,11 @@ func TestPackageUnderSystemd(t *testing.T) {
 	}
 	note("started: %s/%s, status %q, first request served", st["ActiveState"], st["SubState"], st["StatusText"])
 	m.run("pgrep -u perimeter -x haproxy >/dev/null")
+	// The sandbox denies system calls with EPERM rather than killing: what
+	// HAProxy or the daemon were refused would show as warnings.
+	if j := m.journal(); strings.Contains(j, "Operation not permitted") || strings.Contains(j, "FD limit") || strings.Contains(j, "[ALERT]") {
+		t.Errorf("the sandbox refused something:\n%s", tail(j, 30))
+	}
 
 	security := m.run("systemd-analyze security --no-pager perimeter.service || true")
 	t.Logf("systemd-analyze security perimeter.service:\n%s", security)
@@ -197,9 +214,14 @@ func TestPackageUnderSystemd(t *testing.T) {
 			t.Fatal(err)
 		}
 		ok0, failed0 := l.ok.Load(), l.failed.Load()
+		master := m.haproxyMaster()
 		action()
 		if err := l.wait(300, 30*time.Second); err != nil {
 			t.Fatal(err)
+		}
+		// The daemon changed hands; HAProxy did not stop.
+		if now := m.haproxyMaster(); now != master {
+			t.Errorf("%s: HAProxy master %s replaced by %s, want it adopted", what, master, now)
 		}
 		ok, failed := l.ok.Load()-ok0, l.failed.Load()-failed0
 		note("%s under load: %d requests, %d failed", what, ok+failed, failed)
@@ -284,9 +306,11 @@ func TestPackageUnderSystemd(t *testing.T) {
 			}
 			return nil
 		})
-		if j := m.journal(); !strings.Contains(j, "Watchdog timeout") {
-			t.Errorf("journal does not show the watchdog timeout:\n%s", tail(j, 20))
+		j := m.run("journalctl -b -u perimeter.service --no-pager -o short-precise | grep -E 'Watchdog|SIGABRT|SIGKILL|Main process exited|Scheduled restart|Started|Killing' || true")
+		if !strings.Contains(j, "Watchdog timeout") {
+			t.Errorf("journal does not show the watchdog timeout:\n%s", j)
 		}
+		t.Logf("systemd on the frozen daemon:\n%s", tail(j, 8))
 		t.Logf("restarted by the watchdog %.1fs after SIGSTOP", time.Since(frozen).Seconds())
 	})
 	m.run("rm -r /etc/systemd/system/perimeter.service.d && systemctl daemon-reload")
@@ -328,6 +352,13 @@ func TestPackageUnderSystemd(t *testing.T) {
 		t.Errorf("routes of protocol 201 left after purge:\n%s", out)
 	}
 	note("purged: no file, user or route left")
+}
+
+// haproxyMaster is the pid of the oldest HAProxy of the service's user: the
+// master.
+func (m *machine) haproxyMaster() string {
+	m.t.Helper()
+	return strings.TrimSpace(m.run("pgrep -o -u perimeter -x haproxy"))
 }
 
 // install installs a package file the way a user does, with apt resolving
@@ -455,37 +486,42 @@ func forwardAPI(t *testing.T, addr, target string) string {
 }
 
 // buildPackages builds two packages with `make package`, the second with a
-// higher version, for the install and the upgrade. Fixed versions: each run
-// replaces the files of the last one.
-func buildPackages() (oldDeb, newDeb string, err error) {
+// higher version, for the install and the upgrade, and returns them and
+// every file `make package` made (to remove: they are the test's, not a
+// release's).
+func buildPackages() (debs [2]string, made []string, err error) {
 	root, err := testenv.ModuleRoot()
 	if err != nil {
-		return "", "", err
+		return debs, nil, err
 	}
-	var out [2]string
+	out := &debs
 	for i, v := range []string{"0.0.0+nspawn1", "0.0.0+nspawn2"} {
 		cmd := exec.Command("make", "--no-print-directory", "package", "VERSION="+v)
 		cmd.Dir = root
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &buf
-		if err := cmd.Run(); err != nil {
-			return "", "", fmt.Errorf("make package VERSION=%s: %w\n%s", v, err, buf.String())
-		}
-		// The Debian revision is the packaging's business: take the file
+		err := cmd.Run()
+		// The Debian revision is the packaging's business: take the files
 		// `make package` says it made.
 		for _, line := range strings.Fields(buf.String()) {
-			if strings.HasSuffix(line, ".deb") && strings.Contains(line, "perimeter_"+v) {
-				out[i] = filepath.Join(root, line)
+			if strings.HasPrefix(line, "dist/perimeter") && strings.Contains(line, v) {
+				made = append(made, filepath.Join(root, line))
+				if strings.HasSuffix(line, ".deb") {
+					out[i] = filepath.Join(root, line)
+				}
 			}
 		}
+		if err != nil {
+			return debs, made, fmt.Errorf("make package VERSION=%s: %w\n%s", v, err, buf.String())
+		}
 		if out[i] == "" {
-			return "", "", fmt.Errorf("make package VERSION=%s named no .deb:\n%s", v, buf.String())
+			return debs, made, fmt.Errorf("make package VERSION=%s named no .deb:\n%s", v, buf.String())
 		}
 		if _, err := os.Stat(out[i]); err != nil {
-			return "", "", fmt.Errorf("make package VERSION=%s: %w", v, err)
+			return debs, made, fmt.Errorf("make package VERSION=%s: %w", v, err)
 		}
 	}
-	return out[0], out[1], nil
+	return debs, made, nil
 }
 
 // debVersion reads the package's version from the file.
@@ -498,20 +534,26 @@ func debVersion(t *testing.T, deb string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// writeReport puts the measured numbers where `make test` prints them: the
-// output of a passing package is not shown otherwise.
+// writeReport puts the measured numbers where `make test` prints them
+// ($PERIMETER_TEST_REPORT): the output of a passing package is not shown.
+// Appended in one write, so reports of packages running at once do not mix.
 func writeReport(t *testing.T, lines []string) {
-	text := "nspawn end-to-end: " + strings.Join(lines, "\n  ") + "\n"
+	text := "nspawn end-to-end (Debian 12 under systemd, the .deb of make package):\n  " + strings.Join(lines, "\n  ") + "\n"
 	t.Log(text)
-	if path := os.Getenv("PERIMETER_TEST_REPORT"); path != "" {
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
+	path := os.Getenv("PERIMETER_TEST_REPORT")
+	if path == "" {
+		return
+	}
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
 			_, err = f.WriteString(text)
 			err = errors.Join(err, f.Close())
 		}
-		if err != nil {
-			t.Error(err)
-		}
+	}
+	if err != nil {
+		t.Error(err)
 	}
 }
 
