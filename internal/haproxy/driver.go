@@ -114,6 +114,8 @@ type Driver struct {
 	version Version
 	paths   paths
 	rend    renderer
+	// sandbox restricts HAProxy and haproxy -c (sandbox.go).
+	sandbox *sandbox
 	cache   *renderCache // used under mu
 
 	// Edges, replaced by fakes in unit tests.
@@ -181,7 +183,12 @@ func New(o Options) (*Driver, error) {
 		return nil, fmt.Errorf("create runtime directory: %w", err)
 	}
 	p := pathsFor(o)
+	sb := newSandbox(prog, o.ConfigDir, o.RuntimeDir)
+	if w := sb.Warning(); w != "" {
+		o.Logger.Warn(w)
+	}
 	d := &Driver{
+		sandbox:  sb,
 		opts:     o,
 		log:      o.Logger,
 		version:  v,
@@ -190,7 +197,7 @@ func New(o Options) (*Driver, error) {
 		cache:    &renderCache{},
 		rt:       &socketRuntime{path: p.adminSock},
 		master:   &masterSocket{path: p.masterSock},
-		checker:  &programChecker{program: prog},
+		checker:  &programChecker{program: prog, sandbox: sb},
 		now:      time.Now,
 		rejected: map[string]rejection{},
 	}

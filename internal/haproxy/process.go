@@ -132,6 +132,7 @@ func (d *Driver) start() (*process, error) {
 	defer d.mu.Unlock()
 	cmd := exec.Command(d.opts.Program, "-W", "-S", d.masterArg(), "-f", d.paths.config)
 	cmd.Dir = d.opts.ConfigDir
+	cmd.Env = haproxyEnv
 	w := &lineLogger{log: d.log.With("source", "haproxy")}
 	cmd.Stdout, cmd.Stderr = w, w
 	// Own process group: a Ctrl-C on the daemon's terminal must not reach
@@ -139,7 +140,7 @@ func (d *Driver) start() (*process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Workers inherit the output pipe; do not wait for them forever.
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	if err := d.sandbox.start(cmd.Start); err != nil {
 		return nil, fmt.Errorf("start %s: %w", d.opts.Program, err)
 	}
 	p := &process{cmd: cmd, pid: cmd.Process.Pid, loadedGen: d.diskGen, done: make(chan struct{}), out: w}

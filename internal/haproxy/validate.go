@@ -32,7 +32,10 @@ func (e *checkError) Error() string {
 	return "haproxy rejected the configuration: " + e.Alerts[0]
 }
 
-type programChecker struct{ program string }
+type programChecker struct {
+	program string
+	sandbox *sandbox // nil: unrestricted
+}
 
 func (c *programChecker) Check(ctx context.Context, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -40,7 +43,13 @@ func (c *programChecker) Check(ctx context.Context, path string) error {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, c.program, "-c", "-f", path)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	cmd.Env = haproxyEnv
+	// Checked exactly as it will run: a file HAProxy may not read fails
+	// here, attributed to the backend that names it.
+	err := c.sandbox.start(cmd.Start)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if err == nil {
 		return nil
 	}

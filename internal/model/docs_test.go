@@ -127,6 +127,13 @@ frontend snippets. A line that would open a new section (` + "`backend`, `fronte
 conditional block (` + "`.if`" + `) is refused. A backend snippet that ` + "`haproxy -c`" + ` rejects is dropped from its
 backend alone, which keeps its other settings, and a ConfigRejected Event names the Service.
 
+Enable backend snippets only where everyone who can annotate an Ingress or a Service is trusted like a
+cluster administrator. Even then a backend snippet may use only the directives listed in the table above,
+and no word that names a file, changes a map or an ACL, or runs Lua or a service; and HAProxy itself runs
+unable to read the daemon's files (its kubeconfig above all), without CAP_NET_ADMIN and with an environment
+of its own (PATH only), so a snippet that gets through still reaches nothing of the daemon's (see
+[security.md](security.md)).
+
 ## Error pages (` + "`--configmap-errorfiles`" + `, alias ` + "`--configmap-errorfile`" + `)
 
 Keys are status codes HAProxy generates: 200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 425, 429,

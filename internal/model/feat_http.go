@@ -138,12 +138,12 @@ func frontendFeatureSettings() []Setting {
 
 		backendSetting(Setting{
 			Name: "backend-config-snippet", Scopes: backendScopes, Example: "http-send-name-header x-dst-server",
-			Doc: "Raw HAProxy directives added to the backend, one per line. Ignored unless --config-snippets enables backend; a snippet HAProxy rejects is dropped from its backend alone, with an Event.",
-		}, snippetParser(), func(b *backendDraft, v []string) { b.HTTP.Snippet = v }),
+			Doc: "Raw HAProxy directives added to the backend, one per line. Ignored unless --config-snippets enables backend. Only request/response rules, ACLs and tuning directives are allowed (acl, http-request, http-response, http-after-response, tcp-request, tcp-response, http-check, option, timeout, compression, http-reuse, http-send-name-header, retries, retry-on, hash-type, balance, fullconn, hash-balance-factor, max-keep-alive-queue, unique-id-format, unique-id-header), and none that names a file, changes maps or ACLs, or runs Lua or a service. A snippet HAProxy rejects is dropped from its backend alone, with an Event.",
+		}, snippetParser(backendSnippetDirectives), func(b *backendDraft, v []string) { b.HTTP.Snippet = v }),
 		globalSetting(Setting{
 			Name: "global-config-snippet", Scopes: ScopeConfigMap, Example: "tune.bufsize 32768",
 			Doc: "Raw HAProxy directives added to the global section, one per line. Ignored unless --config-snippets enables global.",
-		}, snippetParser(), func(g *Global, v []string) { g.ConfigSnippet = strings.Join(v, "\n") }),
+		}, snippetParser(nil), func(g *Global, v []string) { g.ConfigSnippet = strings.Join(v, "\n") }),
 	}, globalFeatureSettings()...)
 }
 
@@ -489,10 +489,33 @@ var sectionKeywords = map[string]bool{
 	"crt-store": true, "traces": true, "acme": true,
 }
 
+// backendSnippetDirectives are the directives a backend snippet may use:
+// it is written by whoever can annotate an Ingress or a Service, so it gets
+// request and response rules, ACLs and tuning, and nothing that names a
+// file, changes another backend's maps, runs code or reads the environment
+// (snippetArgsRefused). The global snippet is the operator's (ConfigMap).
+var backendSnippetDirectives = map[string]bool{
+	"acl": true, "http-request": true, "http-response": true, "http-after-response": true,
+	"tcp-request": true, "tcp-response": true, "http-check": true, "option": true, "timeout": true,
+	"compression": true, "http-reuse": true, "http-send-name-header": true, "retries": true,
+	"retry-on": true, "hash-type": true, "balance": true, "fullconn": true, "hash-balance-factor": true,
+	"max-keep-alive-queue": true, "unique-id-format": true, "unique-id-header": true,
+}
+
+// snippetArgsRefused are words that reach outside the backend: files
+// (HAProxy runs unable to read the daemon's, this says why early), other
+// backends' maps and ACLs, Lua, services. (HAProxy's environment holds only
+// PATH and what the operator's global snippet sets, so env() reveals nothing.)
+var snippetArgsRefused = []string{
+	"file", "lf-file", "errorfile", "errorfiles", "errorloc", "ca-file", "crt", "crl-file",
+	"set-map", "del-map", "add-acl", "del-acl", "lua", "use-service",
+}
+
 // snippetParser accepts raw directives, one per line. It cannot judge them
-// (`haproxy -c` does); it only keeps each line inside its section: no
-// control character, no section keyword, no conditional block (.if).
-func snippetParser() parser[[]string] {
+// (`haproxy -c` does); it keeps each line inside its section: no control
+// character, no section keyword, no conditional block (.if). With allowed
+// set, only those directives, and none of snippetArgsRefused.
+func snippetParser(allowed map[string]bool) parser[[]string] {
 	return parser[[]string]{
 		desc: "HAProxy directives, one per line",
 		parse: func(s string) ([]string, error) {
@@ -514,6 +537,19 @@ func snippetParser() parser[[]string] {
 				}
 				if strings.HasPrefix(first, ".") {
 					return nil, fmt.Errorf("line %q: conditional blocks are not allowed", l)
+				}
+				if allowed != nil {
+					if !allowed[first] {
+						return nil, fmt.Errorf("directive %q is not allowed in a backend snippet", first)
+					}
+					lower := strings.ToLower(l)
+					for _, w := range snippetArgsRefused {
+						for _, f := range strings.FieldsFunc(lower, func(r rune) bool { return r == ' ' || r == '(' || r == ',' || r == ')' }) {
+							if f == w {
+								return nil, fmt.Errorf("line %q: %q is not allowed in a backend snippet", l, w)
+							}
+						}
+					}
 				}
 				out = append(out, l)
 			}

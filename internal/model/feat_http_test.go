@@ -84,6 +84,10 @@ func TestFeatureValuesRejected(t *testing.T) {
 		"cors-allow-origin=example.com", "cors-allow-origin=^(a", "cors-allow-methods=GET;POST",
 		"cors-allow-headers=X A", "cors-max-age=soon",
 		"backend-config-snippet=backend evil", "backend-config-snippet=  Frontend x", "backend-config-snippet=.if 1",
+		"backend-config-snippet=http-request return status 200 content-type text/plain file /etc/perimeter/kubeconfig",
+		"backend-config-snippet=http-request set-map(/var/lib/perimeter/maps/path-exact.map) a b",
+		"backend-config-snippet=server evil 203.0.113.9:80", "backend-config-snippet=http-request use-service lua.x",
+		"backend-config-snippet=errorfile 503 /etc/shadow", "backend-config-snippet=stick-table type ip size 100m",
 		"syslog-server=address:1.2.3.4", "syslog-server=address:1.2.3.4, facility:local9",
 		"syslog-server=address:host.example, facility:local0", "log-format=a\x01b",
 	} {
