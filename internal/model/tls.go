@@ -3,6 +3,9 @@ package model
 import (
 	"bytes"
 	"cmp"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -25,6 +28,9 @@ const (
 	ReasonSecretNotFound  = "SecretNotFound"
 	ReasonInvalidSecret   = "InvalidSecret"
 	ReasonTLSHostConflict = "TLSHostConflict"
+	// ReasonTLSHostNotRouted: a spec.tls host the Ingress does not route,
+	// or routes without owning it; its certificate is not served for it.
+	ReasonTLSHostNotRouted = "TLSHostNotRouted"
 )
 
 // MapSSLRedirect is the map of hosts whose plain-HTTP requests are
@@ -84,9 +90,13 @@ type Certificate struct {
 	// PEM is the chain (leaf first) then the key, re-encoded: no blank
 	// line, no comment, nothing but PEM blocks.
 	PEM []byte
-	// Hosts are the SNI names it serves, sorted; empty means the names in
-	// the certificate itself.
+	// Hosts are the SNI names it serves, sorted. Never empty for an
+	// Ingress certificate: an empty SNI filter would let the certificate
+	// answer for whatever names it carries, including other tenants' hosts.
 	Hosts []string
+	// Ingresses are the Ingresses whose spec.tls gave it its hosts, for
+	// Events when HAProxy refuses it.
+	Ingresses []ObjectRef
 	// Subject and NotAfter describe the leaf, for logs and metrics.
 	Subject  string
 	NotAfter time.Time
@@ -346,22 +356,46 @@ func (t *tlsBuilder) report(obj ObjectRef, k nsName, r certResult, fallback stri
 }
 
 // parseCertificate checks that certPEM and keyPEM hold a certificate chain
-// and its private key and re-encodes them as one bundle.
+// and its private key that HAProxy's OpenSSL 3 will load, and re-encodes
+// them as one bundle. Go alone accepts more than OpenSSL does (a chain
+// block that does not parse, RSA-1024, SHA-1 signatures), and a bundle
+// HAProxy refuses fails every later reload, so every block is checked
+// against OpenSSL's security level 2 here.
 func parseCertificate(certPEM, keyPEM []byte) (*Certificate, error) {
 	if len(certPEM) == 0 || len(keyPEM) == 0 {
 		return nil, fmt.Errorf("%s and %s are both required", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
+	var chain []*x509.Certificate
+	n := 0
+	for rest := certPEM; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue // never written: only certificates and the key are
+		}
+		n++
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s certificate %d: %w", corev1.TLSCertKey, n, err)
+		}
+		if err := checkChainCert(c); err != nil {
+			return nil, fmt.Errorf("%s certificate %d (%s): %w", corev1.TLSCertKey, n, c.Subject.String(), err)
+		}
+		chain = append(chain, c)
+	}
+	if len(chain) == 0 {
+		return nil, fmt.Errorf("%s: no PEM certificate", corev1.TLSCertKey)
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		return nil, fmt.Errorf("not a matching certificate and key: %w", err)
 	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return nil, fmt.Errorf("certificate: %w", err)
-	}
+	leaf := chain[0]
 	var out bytes.Buffer
-	for _, der := range pair.Certificate {
-		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	for _, c := range chain {
+		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 	}
 	// X509KeyPair found the key; take the same block again, as written.
 	rest := keyPEM
@@ -377,6 +411,61 @@ func parseCertificate(certPEM, keyPEM []byte) (*Certificate, error) {
 		}
 	}
 	return &Certificate{PEM: out.Bytes(), Subject: leaf.Subject.String(), NotAfter: leaf.NotAfter.UTC()}, nil
+}
+
+// MinRSABits is the smallest RSA key OpenSSL 3 loads at security level 2
+// (Debian's default, and HAProxy's).
+const MinRSABits = 2048
+
+// checkChainCert refuses what OpenSSL refuses when HAProxy loads the chain
+// into an SSL context: small keys, curves clients do not offer, and
+// signatures with SHA-1 or MD5 (except on a self-signed root, whose
+// signature nobody checks).
+func checkChainCert(c *x509.Certificate) error {
+	switch k := c.PublicKey.(type) {
+	case *rsa.PublicKey:
+		if bits := k.N.BitLen(); bits < MinRSABits {
+			return fmt.Errorf("RSA key of %d bits; at least %d are needed", bits, MinRSABits)
+		}
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256(), elliptic.P384(), elliptic.P521():
+		default:
+			return fmt.Errorf("ECDSA curve %s; P-256, P-384 or P-521 are needed", k.Curve.Params().Name)
+		}
+	default:
+		return fmt.Errorf("%s keys are not supported; RSA or ECDSA are needed", c.PublicKeyAlgorithm)
+	}
+	if selfSigned(c) {
+		return nil
+	}
+	switch c.SignatureAlgorithm {
+	case x509.MD2WithRSA, x509.MD5WithRSA, x509.SHA1WithRSA, x509.DSAWithSHA1, x509.ECDSAWithSHA1:
+		return fmt.Errorf("signed with %s, which OpenSSL refuses; SHA-256 or better is needed", c.SignatureAlgorithm)
+	case x509.UnknownSignatureAlgorithm:
+		return errors.New("signed with an unknown algorithm")
+	}
+	return nil
+}
+
+// selfSigned follows OpenSSL's EXFLAG_SS: same subject and issuer, an
+// authority key ID (if any) equal to its own, a signature of its own key's
+// kind.
+func selfSigned(c *x509.Certificate) bool {
+	if !bytes.Equal(c.RawSubject, c.RawIssuer) {
+		return false
+	}
+	if len(c.AuthorityKeyId) > 0 && !bytes.Equal(c.AuthorityKeyId, c.SubjectKeyId) {
+		return false
+	}
+	switch c.SignatureAlgorithm {
+	case x509.MD2WithRSA, x509.MD5WithRSA, x509.SHA1WithRSA, x509.SHA256WithRSA, x509.SHA384WithRSA, x509.SHA512WithRSA,
+		x509.SHA256WithRSAPSS, x509.SHA384WithRSAPSS, x509.SHA512WithRSAPSS:
+		return c.PublicKeyAlgorithm == x509.RSA
+	case x509.ECDSAWithSHA1, x509.ECDSAWithSHA256, x509.ECDSAWithSHA384, x509.ECDSAWithSHA512:
+		return c.PublicKeyAlgorithm == x509.ECDSA
+	}
+	return false
 }
 
 // parseCABundle checks that data holds at least one CA certificate and
@@ -469,19 +558,57 @@ func (t *tlsBuilder) defaultCertificate() {
 	b.d.TLS.Default = c
 }
 
-// ingressCertificates gives every spec.tls host its certificate. The
+// hostOwners finds, for every host with served routes, the Ingress that
+// owns it: the oldest Ingress with a route on it that the model accepted
+// (rules the conflict rules refused do not count). ings is oldest first.
+// It also returns the hosts each Ingress routes.
+func (t *tlsBuilder) hostOwners(ings []*networkingv1.Ingress) (owner map[string]*networkingv1.Ingress, routed map[ObjectRef][]string) {
+	byRef := make(map[ObjectRef]*networkingv1.Ingress, len(ings))
+	for _, ing := range ings {
+		byRef[ingressRef(ing)] = ing
+	}
+	owner = map[string]*networkingv1.Ingress{}
+	routed = map[ObjectRef][]string{}
+	for _, r := range t.b.d.Routes {
+		ing := byRef[r.Ingress]
+		if r.Host == "" || ing == nil {
+			continue
+		}
+		if !slices.Contains(routed[r.Ingress], r.Host) {
+			routed[r.Ingress] = append(routed[r.Ingress], r.Host)
+		}
+		if o := owner[r.Host]; o == nil || olderIngress(ing, o) < 0 {
+			owner[r.Host] = ing
+		}
+	}
+	for _, hosts := range routed {
+		slices.Sort(hosts)
+	}
+	return owner, routed
+}
+
+// ingressCertificates gives every spec.tls host its certificate. Only the
+// host's owner decides: a spec.tls host counts when its Ingress routes it
+// and is in the namespace of the host's owner; an entry without hosts
+// serves the hosts its Ingress routes (never an empty SNI filter, which
+// would let the certificate's own names reach other tenants' hosts). The
 // oldest Ingress wins a host two Secrets claim.
 func (t *tlsBuilder) ingressCertificates(ings []*networkingv1.Ingress) {
 	b := t.b
+	hostOwner, routed := t.hostOwners(ings)
 	byName := map[string]*Certificate{}
 	owner := map[string]string{} // host -> certificate name
 	ownerIng := map[string]*networkingv1.Ingress{}
-	// ownNames marks certificates some spec.tls entry names without hosts:
-	// they serve the names they carry. Others serve only the hosts they
-	// won, so a certificate that lost every host is not served at all.
-	ownNames := map[string]bool{}
 	for _, ing := range ings {
 		ref := ingressRef(ing)
+		// Hosts that some entry names: an entry without hosts gets the
+		// other routed hosts.
+		named := map[string]bool{}
+		for _, entry := range ing.Spec.TLS {
+			for _, h := range entry.Hosts {
+				named[strings.ToLower(h)] = true
+			}
+		}
 		for _, entry := range ing.Spec.TLS {
 			if entry.SecretName == "" {
 				continue
@@ -496,9 +623,37 @@ func (t *tlsBuilder) ingressCertificates(ings []*networkingv1.Ingress) {
 				}
 				hosts = append(hosts, h)
 			}
+			if len(entry.Hosts) == 0 {
+				for _, h := range routed[ref] {
+					if !named[h] {
+						hosts = append(hosts, h)
+					}
+				}
+				if len(hosts) == 0 {
+					b.problem(ref, ReasonTLSHostNotRouted, "spec.tls entry for Secret %s has no hosts and the Ingress routes no other host; the certificate is not served",
+						entry.SecretName)
+					continue
+				}
+			}
+			var own []string
+			for _, h := range hosts {
+				switch o := hostOwner[h]; {
+				case !slices.Contains(routed[ref], h):
+					b.problem(ref, ReasonTLSHostNotRouted, "spec.tls host %q: this Ingress has no rule for it; Secret %s is not served for it",
+						h, entry.SecretName)
+				case o.Namespace != ing.Namespace:
+					b.problem(ref, ReasonTLSHostNotRouted, "spec.tls host %q: the host belongs to another namespace; Secret %s is not served for it",
+						h, entry.SecretName)
+				default:
+					own = append(own, h)
+				}
+			}
+			if len(own) == 0 {
+				continue
+			}
 			r := t.loadCert(k)
 			if r.err != nil {
-				t.report(ref, k, r, fmt.Sprintf("hosts %s get the default certificate", hostList(hosts)))
+				t.report(ref, k, r, fmt.Sprintf("hosts %s get the default certificate", strings.Join(own, ",")))
 				continue
 			}
 			c := byName[r.cert.Name]
@@ -507,25 +662,25 @@ func (t *tlsBuilder) ingressCertificates(ings []*networkingv1.Ingress) {
 				c = &cp
 				byName[c.Name] = c
 			}
-			if len(entry.Hosts) == 0 {
-				ownNames[c.Name] = true
-			}
-			for _, h := range hosts {
+			for _, h := range own {
 				if o, taken := owner[h]; taken {
 					if o != c.Name {
 						older := ownerIng[h]
-						b.problem(ref, ReasonTLSHostConflict, "spec.tls host %q: older Ingress %s/%s serves it with Secret %s; Secret %s is not used for it",
-							h, older.Namespace, older.Name, strings.Replace(o, "_", "/", 1), k.ns+"/"+k.name)
+						b.problem(ref, ReasonTLSHostConflict, "spec.tls host %q: older Ingress %s serves it with another Secret; Secret %s is not used for it",
+							h, older.Name, entry.SecretName)
 					}
 					continue
 				}
 				owner[h], ownerIng[h] = c.Name, ing
 				c.Hosts = append(c.Hosts, h)
+				if !slices.Contains(c.Ingresses, ref) {
+					c.Ingresses = append(c.Ingresses, ref)
+				}
 			}
 		}
 	}
 	for _, c := range byName {
-		if len(c.Hosts) == 0 && !ownNames[c.Name] {
+		if len(c.Hosts) == 0 {
 			continue
 		}
 		slices.Sort(c.Hosts)
@@ -534,16 +689,10 @@ func (t *tlsBuilder) ingressCertificates(ings []*networkingv1.Ingress) {
 	slices.SortFunc(b.d.TLS.Certificates, func(x, y *Certificate) int { return cmp.Compare(x.Name, y.Name) })
 }
 
-func hostList(hosts []string) string {
-	if len(hosts) == 0 {
-		return "(the Secret's own names)"
-	}
-	return strings.Join(hosts, ",")
-}
-
 // redirects decides per host whether plain HTTP is redirected: the
 // Ingress annotation, else the ConfigMap, else "on when the Ingress has
-// spec.tls". The oldest Ingress decides a host it shares.
+// spec.tls". The host's owner (see hostOwners) decides: an Ingress whose
+// rules for the host were refused, or that is merely older, does not.
 func (t *tlsBuilder) redirects(ings []*networkingv1.Ingress) {
 	b := t.b
 	iRedirect, iCode, iPort := settingIndex("ssl-redirect"), settingIndex("ssl-redirect-code"), settingIndex("ssl-redirect-port")
@@ -559,28 +708,24 @@ func (t *tlsBuilder) redirects(ings []*networkingv1.Ingress) {
 		}
 		return "", false
 	}
+	hostOwner, _ := t.hostOwners(ings)
 	out := map[string]string{}
-	decided := map[string]bool{}
-	for _, ing := range ings {
+	for h, ing := range hostOwner {
+		if checkHost(h) != nil {
+			continue
+		}
 		on := len(ing.Spec.TLS) > 0
 		if raw, ok := value(ing, iRedirect); ok {
 			on, _ = parseBool(raw)
 		}
-		code, _ := value(ing, iCode)
-		target := code
+		if !on {
+			continue
+		}
+		target, _ := value(ing, iCode)
 		if port, ok := value(ing, iPort); ok {
 			target += ":" + port
 		}
-		for _, rule := range ing.Spec.Rules {
-			h := rule.Host
-			if h == "" || checkHost(h) != nil || decided[h] {
-				continue
-			}
-			decided[h] = true
-			if on {
-				out[h] = target
-			}
-		}
+		out[h] = target
 	}
 	b.d.Maps[MapSSLRedirect] = out
 }
