@@ -42,6 +42,7 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 		cur = emptyState()
 	}
 	res.Quarantined = append(res.Quarantined, d.quarantineKnown(cur, target)...)
+	res.Quarantined = append(res.Quarantined, d.screenCerts(ctx, cur, target)...)
 	withSlots(cur, target)
 
 	if known && !d.dirty && sameStructure(cur, target) {
@@ -111,24 +112,30 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 	n += byKind["cert"] + byKind["map"]
 	res.RuntimeOps = n
 	res.RuntimeOpsByKind = runtimeKinds(len(srvCmds), len(mapCmds)+len(bulk), byKind, rtErr)
+	if rtErr != nil {
+		// The files must never hold what HAProxy refused: a refused
+		// certificate is dropped, and the rest goes through a checked
+		// reload, which also brings the partly changed live HAProxy back
+		// in line with the files.
+		d.log.Warn("runtime change failed, reloading instead", "error", rtErr, "changes", summary)
+		res.Quarantined = append(res.Quarantined, d.dropRefusedCert(cur, next, rtErr)...)
+		d.dirty = true
+		res, err := d.applyReload(ctx, cur, true, next, res)
+		if err != nil {
+			return res, fmt.Errorf("runtime change failed (%v), and so did the reload: %w", rtErr, err)
+		}
+		if res.Reloaded {
+			res.ReloadReason = ReloadRecovery
+			res.Reason = "reload after runtime failure: " + rtErr.Error()
+		}
+		return res, nil
+	}
 	if err := d.writeFiles(cur, next, "", len(srvCmds) > 0); err != nil {
 		// The live HAProxy is ahead of the files: forget what the files
 		// hold so the next Apply renders, checks and reloads everything.
 		d.cur = nil
 		d.dirty = true
 		return res, err
-	}
-	if rtErr != nil {
-		d.log.Warn("runtime change failed, reloading instead", "error", rtErr, "changes", summary)
-		if err := d.reload(ctx); err != nil {
-			d.dirty = true
-			return res, fmt.Errorf("runtime change failed (%v), and so did the reload: %w", rtErr, err)
-		}
-		res.Reloaded = true
-		res.ReloadReason = ReloadRecovery
-		res.Reason = "reload after runtime failure: " + rtErr.Error()
-		d.serving.Store(true)
-		return res, nil
 	}
 	d.loadedGen = d.diskGen
 	d.serving.Store(true)
@@ -149,6 +156,11 @@ func (d *Driver) applyReload(ctx context.Context, cur *state, known bool, target
 	res.Quarantined = append(res.Quarantined, quarantined...)
 	if err != nil {
 		d.log.Error("configuration rejected, the running one stays", "error", err)
+		// The candidate's crt-list and certificates must not stay on
+		// disk for a restart to load: back to what cur holds.
+		if werr := d.writeTLSFiles(cur, true); werr != nil {
+			d.log.Error("restore certificate files", "error", werr)
+		}
 		return res, err
 	}
 	if known && !d.dirty && sameStructure(cur, target) {
@@ -230,7 +242,7 @@ func quarantineProblem(cur *state, spec, fallback backendSpec, reason string) mo
 // outside the model's backends fails the whole change.
 func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []model.Problem, string, error) {
 	var problems []model.Problem
-	for range len(target.backends) + 2 {
+	for range len(target.backends) + len(target.tls.certs) + 3 {
 		cfg, err := d.check(ctx, target)
 		if err == nil {
 			return target, problems, cfg, nil
@@ -239,8 +251,13 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 		if !errors.As(err, &ce) {
 			return nil, problems, "", err
 		}
-		blamed := false
+		blamed, certBlamed := false, false
 		for _, alert := range ce.Alerts {
+			if p, ok := d.blameCert(cur, target, alert); ok {
+				problems = append(problems, p...)
+				blamed, certBlamed = true, true
+				continue
+			}
 			kind, name, reason := blame(cfg, alert)
 			switch {
 			case kind == "backend" && target.backends[name] != nil:
@@ -277,6 +294,12 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 		}
 		if !blamed {
 			return nil, problems, "", fmt.Errorf("haproxy rejected the configuration: %s", strings.Join(ce.Alerts, "; "))
+		}
+		if certBlamed {
+			// The crt-list on disk still names the dropped certificate.
+			if err := d.writeTLSFiles(target, false); err != nil {
+				return nil, problems, "", err
+			}
 		}
 	}
 	return nil, problems, "", errors.New("haproxy kept rejecting the configuration after quarantining backends")

@@ -142,6 +142,9 @@ type Driver struct {
 	// rejected remembers backend versions HAProxy refused, so the same
 	// version is quarantined again without another `haproxy -c`.
 	rejected map[string]rejection
+	// certVerdicts remembers what HAProxy said of each certificate content
+	// it was asked to load (tls_trial.go); nil until the first check.
+	certVerdicts map[[32]byte]certVerdict
 
 	// running is true while a ready HAProxy runs. It is set under mu, but
 	// cleared without it so that a dying master never waits for an Apply.

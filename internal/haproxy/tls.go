@@ -66,6 +66,8 @@ type tlsHead struct {
 type tlsCert struct {
 	pem   []byte
 	hosts []string
+	// src is where it came from, for Events when HAProxy refuses it.
+	src *model.Certificate
 }
 
 func (c *tlsCert) equal(o *tlsCert) bool {
@@ -141,7 +143,7 @@ func (t *tlsState) addFile(path string, data []byte) {
 func (t *tlsState) fill(want *model.Desired, reject func(model.ObjectRef, string, ...any)) {
 	if c := want.TLS.Default; c != nil {
 		if safePEM(c.PEM) {
-			t.defaultCert = &tlsCert{pem: c.PEM}
+			t.defaultCert = &tlsCert{pem: c.PEM, src: c}
 			t.head.enabled = true
 		} else {
 			reject(c.Secret, "default certificate %s is not plain PEM; HTTPS is not served", c.Name)
@@ -162,7 +164,13 @@ func (t *tlsState) fill(want *model.Desired, reject func(model.ObjectRef, string
 				hosts = append(hosts, h)
 			}
 		}
-		t.certs[c.Name] = &tlsCert{pem: c.PEM, hosts: hosts}
+		if len(hosts) == 0 {
+			// A crt-list line without SNI filter would serve the
+			// certificate for whatever names it carries.
+			reject(c.Secret, "certificate %q has no host to serve; it is not used", c.Name)
+			continue
+		}
+		t.certs[c.Name] = &tlsCert{pem: c.PEM, hosts: hosts, src: c}
 	}
 	t.redirects = map[string]string{}
 	for k, v := range want.Maps[model.MapSSLRedirect] {
@@ -552,7 +560,16 @@ func (r *socketRuntime) ExecuteTLS(ctx context.Context, cmd, payload string) err
 	if err != nil {
 		return err
 	}
-	return checkTLSResponse(cmd, resp)
+	err = checkTLSResponse(cmd, resp)
+	var re *runtimeError
+	if errors.As(err, &re) && strings.HasPrefix(cmd, "add ssl crt-list ") {
+		// Name the certificate of the refused line, so that it alone
+		// can be dropped.
+		if f := strings.Fields(payload); len(f) > 0 {
+			re.Command += " " + f[0]
+		}
+	}
+	return err
 }
 
 // checkTLSResponse knows what success looks like for certificate commands.

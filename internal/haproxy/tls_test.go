@@ -55,7 +55,7 @@ func tlsDesired(t *testing.T) *model.Desired {
 		Default: &model.Certificate{Name: model.DefaultCertificateName, PEM: testPEM(t, "default")},
 		Certificates: []*model.Certificate{
 			{Name: "shop_shop-tls", PEM: testPEM(t, "shop.example.com"), Hosts: []string{"shop.example.com", "*.shop.example.com"}},
-			{Name: "shop_own-names", PEM: testPEM(t, "own.example.com")},
+			{Name: "shop_own-names", PEM: testPEM(t, "own.example.com"), Hosts: []string{"own.example.com"}},
 		},
 		ClientCA: &model.PEMFile{Name: "shop_client-ca_0123456789ab", PEM: certOnly(ca)},
 	}
