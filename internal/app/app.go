@@ -50,6 +50,10 @@ func WatchOptions(c *config.Config) kube.WatchOptions {
 		TCPServices:        c.ConfigMapTCPServices,
 		NamespaceWhitelist: c.NamespaceWhitelist,
 		NamespaceBlacklist: c.NamespaceBlacklist,
+
+		DefaultSSLCertificate:  c.DefaultSSLCertificate,
+		MaxSecrets:             c.MaxWatchedSecrets,
+		MaxSecretsPerNamespace: c.MaxWatchedSecretsPerNamespace,
 	}
 }
 
@@ -70,6 +74,7 @@ func HAProxyOptions(c *config.Config, log *slog.Logger) haproxy.Options {
 		StatsBindPort:     c.StatsBindPort,
 		HealthzBindPort:   c.HealthzBindPort,
 		MinReloadInterval: c.SyncPeriod,
+		MaxConfigSize:     c.MaxConfigSize,
 		Logger:            log.With("component", "haproxy"),
 	}
 }

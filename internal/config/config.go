@@ -61,8 +61,13 @@ type Config struct {
 	DisableIngressStatusUpdate bool
 
 	SyncPeriod time.Duration
-	Log        string
-	Version    bool
+
+	// Limits on what tenants can make the daemon hold (docs/security.md).
+	MaxWatchedSecrets             int
+	MaxWatchedSecretsPerNamespace int
+	MaxConfigSize                 int
+	Log                           string
+	Version                       bool
 
 	BGP BGP
 
@@ -175,6 +180,9 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.UpdateStatusOnShutdown, "update-status-on-shutdown", false, "clear the status of served Ingresses when the daemon stops")
 	fs.BoolVar(&c.DisableIngressStatusUpdate, "disable-ingress-status-update", false, "never write Ingress status")
 	fs.DurationVar(&c.SyncPeriod, "sync-period", time.Second, "least time between two HAProxy reloads; runtime changes are never delayed")
+	fs.IntVar(&c.MaxWatchedSecrets, "max-watched-secrets", 4000, "most Secrets watched at once; further references are refused with an Event (0: no cap)")
+	fs.IntVar(&c.MaxWatchedSecretsPerNamespace, "max-watched-secrets-per-namespace", 500, "most Secrets of one namespace watched at once; further references are refused with an Event (0: no cap)")
+	fs.IntVar(&c.MaxConfigSize, "max-config-size", 64<<20, "largest haproxy.cfg in bytes; the backends of a change that would exceed it keep their last good version, with an Event (0: no cap)")
 	fs.StringVar(&c.Log, "log", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 
@@ -292,6 +300,14 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.LogLevel(); err != nil {
 		errs = append(errs, err)
+	}
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"max-watched-secrets", c.MaxWatchedSecrets}, {"max-watched-secrets-per-namespace", c.MaxWatchedSecretsPerNamespace}, {"max-config-size", c.MaxConfigSize}} {
+		if f.v < 0 {
+			bad(f.flag, strconv.Itoa(f.v), "", "negative")
+		}
 	}
 	if c.SyncPeriod < 0 {
 		bad("sync-period", c.SyncPeriod.String(), "", "negative")

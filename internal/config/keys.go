@@ -116,6 +116,7 @@ var groups = []struct {
 		"default-backend-service", "default-ssl-certificate", "config-snippets"}},
 	{"HAProxy", []string{"program", "config-dir", "runtime-dir", "http-bind-port", "https-bind-port", "ipv4-bind-address",
 		"ipv6-bind-address", "disable-http", "disable-https", "disable-ipv4", "disable-ipv6", "sync-period"}},
+	{"Tenant limits", []string{"max-watched-secrets", "max-watched-secrets-per-namespace", "max-config-size"}},
 	{"Endpoints for operators", []string{"stats-bind-address", "stats-bind-port", "healthz-bind-port",
 		"controller-bind-address", "controller-port"}},
 	{"Ingress status", []string{"publish-address", "election-id", "election-namespace", "update-status-on-shutdown",

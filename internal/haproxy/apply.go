@@ -21,6 +21,8 @@ const bulkMapOps = 100
 type rejection struct {
 	spec   backendSpec
 	reason string
+	// tooLarge: refused for the configuration size (budget.go).
+	tooLarge bool
 }
 
 // Apply brings HAProxy to want: through the Runtime API when only
@@ -202,6 +204,10 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 			continue
 		}
 		tb.spec = fallbackSpec(cur, tb.spec)
+		if r.tooLarge {
+			out = append(out, sizeProblem(cur, r.spec, r.reason))
+			continue
+		}
 		out = append(out, quarantineProblem(cur, r.spec, tb.spec, r.reason))
 	}
 	slices.SortFunc(out, func(a, b model.Problem) int { return strings.Compare(a.Message, b.Message) })
@@ -246,6 +252,15 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 		cfg, err := d.check(ctx, target)
 		if err == nil {
 			return target, problems, cfg, nil
+		}
+		var se *sizeError
+		if errors.As(err, &se) {
+			p, shrunk := d.shrinkToBudget(cfg, se, cur, target)
+			problems = append(problems, p...)
+			if !shrunk {
+				return nil, problems, "", err
+			}
+			continue
 		}
 		var ce *checkError
 		if !errors.As(err, &ce) {

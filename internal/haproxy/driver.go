@@ -66,6 +66,10 @@ type Options struct {
 	StopTimeout time.Duration
 	// ReloadTimeout bounds the wait for a reload to be confirmed (default 30s).
 	ReloadTimeout time.Duration
+	// MaxConfigSize bounds haproxy.cfg in bytes (0: no bound): the new or
+	// changed backends of a change that would exceed it keep their last
+	// good version, largest first, with a ConfigTooLarge problem.
+	MaxConfigSize int
 
 	Logger *slog.Logger
 }

@@ -114,6 +114,9 @@ func (d *Driver) check(ctx context.Context, st *state) (cfg string, err error) {
 	if err != nil {
 		return "", err
 	}
+	if m := d.opts.MaxConfigSize; m > 0 && len(cfg) > m {
+		return cfg, &sizeError{size: len(cfg), max: m}
+	}
 	if err := d.ensureMapFiles(); err != nil {
 		return "", err
 	}

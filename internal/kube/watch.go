@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +33,15 @@ type WatchOptions struct {
 	NamespaceWhitelist []string
 	NamespaceBlacklist []string
 	Resync             time.Duration
+	// DefaultSSLCertificate is --default-ssl-certificate: its namespace,
+	// like the ConfigMaps', is the operator's, where Secrets are watched
+	// whatever the namespace filters say.
+	DefaultSSLCertificate string
+	// MaxSecrets caps the Secrets watched at once, MaxSecretsPerNamespace
+	// those of one namespace; 0 = no cap. A reference over a cap is
+	// refused (model.Snapshot.RefusedSecrets) until others go away:
+	// watches already running are never dropped for a newer one.
+	MaxSecrets, MaxSecretsPerNamespace int
 }
 
 // Watcher owns the informers. Every change to a cached object signals
@@ -56,6 +67,8 @@ type Watcher struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	secrets map[string]*namedInformer // NS/NAME -> single-object informer
+	// refused are the referenced Secrets not watched, with why.
+	refused map[string]string
 
 	// dirty is what changed since the last SnapshotDelta.
 	dirtyMu sync.Mutex
@@ -241,20 +254,27 @@ func (w *Watcher) Synced() bool {
 	return true
 }
 
-// WatchSecrets makes the set of watched Secrets exactly refs (NS/NAME):
-// new ones get an informer, ones no longer referenced are dropped, so
-// Secrets that nothing served refers to are never read. It reports whether
-// it started a watch: a snapshot taken now lists that Secret as pending.
-func (w *Watcher) WatchSecrets(refs []string) (started bool) {
+// WatchSecrets makes the set of watched Secrets refs (NS/NAME), within the
+// namespace filters and the caps: new ones get an informer, ones no longer
+// referenced are dropped, so Secrets that nothing served refers to are
+// never read. It reports whether it started a watch or refused another
+// set of references: a snapshot taken now lists a started Secret as
+// pending and the refused ones as refused.
+func (w *Watcher) WatchSecrets(refs []string) (changed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ctx == nil {
 		return false
 	}
-	want := map[string]bool{}
-	for _, r := range refs {
-		want[r] = true
+	want, refused := w.selectSecrets(refs)
+	if !maps.Equal(refused, w.refused) {
+		w.refused = refused
+		changed = true
+		for r, why := range refused {
+			w.log.Warn("secret not watched", "secret", r, "why", why)
+		}
 	}
+	started := false
 	dropped := false
 	for r, s := range w.secrets {
 		if !want[r] {
@@ -267,10 +287,7 @@ func (w *Watcher) WatchSecrets(refs []string) (started bool) {
 		if w.secrets[r] != nil {
 			continue
 		}
-		ns, name, ok := strings.Cut(r, "/")
-		if !ok || ns == "" || name == "" {
-			continue
-		}
+		ns, name, _ := strings.Cut(r, "/")
 		s := &namedInformer{inf: w.notify(w.single("secrets", ns, name, &corev1.Secret{})), stop: make(chan struct{})}
 		stop := s.stop
 		ctxDone := w.ctx.Done()
@@ -287,10 +304,90 @@ func (w *Watcher) WatchSecrets(refs []string) (started bool) {
 		started = true
 	}
 	// A dropped Secret leaves the snapshots without an event.
-	if started || dropped {
+	if started || dropped || changed {
 		w.markOther()
 	}
-	return started
+	return started || changed
+}
+
+// selectSecrets splits refs into those to watch and those refused, with
+// why. Secrets already watched keep their watch; new ones are taken in
+// order until a cap is reached, so that a namespace referencing thousands
+// of Secrets cannot take the watches of another (the per-namespace cap)
+// nor of the operator (whose watches start first).
+func (w *Watcher) selectSecrets(refs []string) (want map[string]bool, refused map[string]string) {
+	want = map[string]bool{}
+	operator := map[string]bool{}
+	for _, name := range []string{w.opts.ConfigMap, w.opts.ErrorFiles, w.opts.TCPServices, w.opts.DefaultSSLCertificate} {
+		if ns, _, ok := strings.Cut(name, "/"); ok {
+			operator[ns] = true
+		}
+	}
+	perNS := map[string]int{}
+	total := 0
+	var fresh []string
+	for _, r := range slices.Compact(slices.Sorted(slices.Values(refs))) {
+		ns, name, ok := strings.Cut(r, "/")
+		if !ok || ns == "" || name == "" {
+			continue
+		}
+		if !operator[ns] && !namespaceServed(ns, w.opts) {
+			if refused == nil {
+				refused = map[string]string{}
+			}
+			refused[r] = fmt.Sprintf("namespace %s is not served (--namespace-whitelist, --namespace-blacklist)", ns)
+			continue
+		}
+		if w.secrets[r] == nil {
+			fresh = append(fresh, r)
+			continue
+		}
+		want[r] = true
+		perNS[ns]++
+		total++
+	}
+	// The operator's Secrets first: a tenant's references never take the
+	// default certificate's watch.
+	slices.SortStableFunc(fresh, func(a, b string) int {
+		na, _, _ := strings.Cut(a, "/")
+		nb, _, _ := strings.Cut(b, "/")
+		switch {
+		case operator[na] == operator[nb]:
+			return 0
+		case operator[na]:
+			return -1
+		}
+		return 1
+	})
+	for _, r := range fresh {
+		ns, _, _ := strings.Cut(r, "/")
+		why := ""
+		switch {
+		case w.opts.MaxSecrets > 0 && total >= w.opts.MaxSecrets:
+			why = fmt.Sprintf("%d Secrets are watched already, the most --max-watched-secrets allows", total)
+		case w.opts.MaxSecretsPerNamespace > 0 && perNS[ns] >= w.opts.MaxSecretsPerNamespace:
+			why = fmt.Sprintf("%d Secrets of namespace %s are watched already, the most --max-watched-secrets-per-namespace allows", perNS[ns], ns)
+		}
+		if why != "" {
+			if refused == nil {
+				refused = map[string]string{}
+			}
+			refused[r] = why
+			continue
+		}
+		want[r] = true
+		perNS[ns]++
+		total++
+	}
+	return want, refused
+}
+
+// namespaceServed applies the namespace filters.
+func namespaceServed(ns string, o WatchOptions) bool {
+	if slices.Contains(o.NamespaceBlacklist, ns) {
+		return false
+	}
+	return len(o.NamespaceWhitelist) == 0 || slices.Contains(o.NamespaceWhitelist, ns)
 }
 
 func (w *Watcher) markOther() {
@@ -367,6 +464,9 @@ func (w *Watcher) Snapshot() *model.Snapshot {
 	s.ErrorFiles = cm(w.opts.ErrorFiles)
 	s.TCPServices = cm(w.opts.TCPServices)
 	w.mu.Lock()
+	if len(w.refused) > 0 {
+		s.RefusedSecrets = maps.Clone(w.refused)
+	}
 	for ref, sec := range w.secrets {
 		if !sec.inf.HasSynced() {
 			s.PendingSecrets = append(s.PendingSecrets, ref)

@@ -261,6 +261,11 @@ func (b *builder) finishFeatures(d *backendDraft, st *backendState) {
 	if i, found := slices.BinarySearch(b.d.SecretRefs, ref); !found {
 		b.d.SecretRefs = slices.Insert(b.d.SecretRefs, i, ref)
 	}
+	if why := b.s.RefusedSecrets[ref]; why != "" {
+		d.failClosed(denyUnavailable)
+		b.userProblem(st, ReasonSecretNotWatched, "auth-secret %s is not read: %s; backend %s answers %d", name, why, st.name, denyUnavailable)
+		return
+	}
 	var data map[string][]byte
 	found := false
 	for _, s := range b.s.Secrets {

@@ -176,6 +176,7 @@ func (b *builder) features() {
 	b.snippetSwitch()
 	b.errorPages()
 	b.tcpServices()
+	b.refusedTLSSecrets()
 }
 
 // snippetSwitch drops snippets the operator did not enable.

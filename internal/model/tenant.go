@@ -24,6 +24,7 @@ type tenantRule struct {
 const (
 	ReasonCrossNamespaceSecret = "CrossNamespaceSecret"
 	ReasonUnsafeRegex          = "UnsafeRegex"
+	ReasonSecretNotWatched     = "SecretNotWatched"
 )
 
 // refusedValue stands for a value refused at tenant scope of a fail-closed
@@ -435,4 +436,79 @@ func overlap(a, b []rune) bool {
 		}
 	}
 	return false
+}
+
+// refusedTLSSecrets reports the TLS Secrets the watcher refused (namespace
+// filters, caps) on the objects that name them. They were treated as
+// loading, so nothing reported them as missing; what they would give is
+// missing all the same (default certificate, no client certificate, no
+// servers for server-ca). Auth Secrets are reported by finishFeatures.
+func (b *builder) refusedTLSSecrets() {
+	refused := b.s.RefusedSecrets
+	if len(refused) == 0 {
+		return
+	}
+	report := func(obj ObjectRef, ref, what, fallback string) {
+		why := refused[ref]
+		if why == "" {
+			return
+		}
+		name := ref
+		if ns, n, _ := strings.Cut(ref, "/"); ns == obj.Namespace {
+			name = n
+		}
+		b.problem(obj, ReasonSecretNotWatched, "%s %s is not read: %s; %s", what, name, why, fallback)
+	}
+	served := map[ObjectRef]bool{}
+	for _, r := range b.d.Served {
+		served[r] = true
+	}
+	for _, ing := range b.s.Ingresses {
+		if ing == nil || !served[ingressRef(ing)] {
+			continue
+		}
+		for _, tls := range ing.Spec.TLS {
+			if tls.SecretName != "" {
+				report(ingressRef(ing), ing.Namespace+"/"+tls.SecretName, "spec.tls Secret", "its hosts get the default certificate")
+			}
+		}
+	}
+	for _, be := range b.d.Backends {
+		st := b.backends[be.Name]
+		if st == nil {
+			continue
+		}
+		var objs []ObjectRef
+		for _, ing := range st.users {
+			objs = append(objs, ingressRef(ing))
+		}
+		if st.fromFlag {
+			objs = append(objs, serviceRef(st.namespace, st.service))
+		}
+		for _, x := range []struct{ setting, ref, fallback string }{
+			{"server-ca", be.TLS.CASecret, "backend " + be.Name + " gets no servers"},
+			{"server-crt", be.TLS.CertSecret, "backend " + be.Name + " connects without a client certificate"},
+		} {
+			if x.ref == "" {
+				continue
+			}
+			k := secretKey(x.ref, be.Namespace)
+			for _, o := range objs {
+				report(o, k.ns+"/"+k.name, x.setting, x.fallback)
+			}
+		}
+	}
+	cm := ObjectRef{Kind: "Flag"}
+	if c := b.s.ConfigMap; c != nil {
+		cm = ObjectRef{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}
+	}
+	for _, key := range []string{"ssl-certificate", "client-ca"} {
+		if raw, ok := b.cmValues[settingIndex(key)]; ok {
+			k := secretKey(raw, "")
+			report(cm, k.ns+"/"+k.name, key, "it is not used")
+		}
+	}
+	if f := b.o.DefaultSSLCertificate; f != "" {
+		report(ObjectRef{Kind: "Flag"}, f, "--default-ssl-certificate", "the generated certificate is served")
+	}
 }

@@ -227,3 +227,28 @@ func TestTenantRulesCoverSecretSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantSecretWatchCapModel: a Secret the watcher refused is reported
+// as not watched, with why, on the object naming it, never as not found;
+// auth fails closed.
+func TestTenantSecretWatchCapModel(t *testing.T) {
+	const why = "500 Secrets of namespace ns are watched already"
+	ing := webIngress("a", 1, "haproxy.org/auth-type=basic-auth", "haproxy.org/auth-secret=users")
+	ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"a.example"}, SecretName: "cert"}}
+	d := Build(&Snapshot{Ingresses: []*networkingv1.Ingress{ing}, Services: []*corev1.Service{service("ns", "web", svcPort("", 80, 8080))},
+		RefusedSecrets: map[string]string{"ns/users": why, "ns/cert": why}}, Options{})
+	if n := countReason(d.Problems, ReasonSecretNotWatched); n != 2 {
+		t.Errorf("%d SecretNotWatched problems, want 2: %v", n, d.Problems)
+	}
+	if countReason(d.Problems, ReasonSecretNotFound)+countReason(d.Problems, ReasonAuthSecretNotFound) != 0 {
+		t.Errorf("refused Secrets reported as not found: %v", d.Problems)
+	}
+	for _, p := range d.Problems {
+		if p.Reason == ReasonSecretNotWatched && (p.Object != ingressRef(ing) || !strings.Contains(p.Message, why)) {
+			t.Errorf("problem %+v", p)
+		}
+	}
+	if b := backendByName(t, d, "ns_web_80"); b.Features.Deny != 503 {
+		t.Errorf("refused auth Secret: deny %d, want 503", b.Features.Deny)
+	}
+}

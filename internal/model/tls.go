@@ -285,6 +285,10 @@ func (b *builder) buildTLS(ings []*networkingv1.Ingress) {
 	for _, p := range b.s.PendingSecrets {
 		t.pending[p] = true
 	}
+	// Refused Secrets are reported as such (tenant.go), not as missing.
+	for p := range b.s.RefusedSecrets {
+		t.pending[p] = true
+	}
 	if raw, ok := b.cmValues[settingIndex("ssl-redirect")]; ok {
 		b.d.Global.SSLRedirect, _ = parseBool(raw)
 	}

@@ -25,6 +25,10 @@ type Snapshot struct {
 	// watch has not completed its first list: their absence is not (yet) a
 	// problem (tls.go).
 	PendingSecrets []string
+	// RefusedSecrets are referenced Secrets the watcher does not watch
+	// (namespace filters, caps), as NAMESPACE/NAME -> why: they count as
+	// missing, reported as not watched rather than not found (tenant.go).
+	RefusedSecrets map[string]string
 	// ConfigMap is the controller ConfigMap (--configmap); nil when absent.
 	ConfigMap *corev1.ConfigMap
 	// ErrorFiles is --configmap-errorfiles; TCPServices is --configmap-tcp-services.
