@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
@@ -55,13 +56,28 @@ func BGPConfig(c *config.Config) (bgp.Config, error) {
 		}
 		cfg.Peers = append(cfg.Peers, peer)
 	}
-	if b.PassivePrefix != "" {
-		pp, err := bgp.ParsePassivePeerFlag(b.PassivePrefix)
+	for _, p := range b.PassivePrefixes {
+		pp, err := bgp.ParsePassivePeerFlag(p)
 		if err != nil {
 			return cfg, fmt.Errorf("--bgp-passive-prefix: %w", err)
 		}
 		cfg.PassivePeers = append(cfg.PassivePeers, pp)
 	}
+	cfg.NodeSelector = b.NodeSelector
+	if b.NodePort < 0 || b.NodePort > 65535 {
+		return cfg, fmt.Errorf("--bgp-node-port %d: not a port", b.NodePort)
+	}
+	cfg.NodePort = uint16(b.NodePort)
+	if b.NodeTTLSecurity != 0 {
+		if cfg.NodeTTLSecurity, err = bgp.ParseTTLSecurity(strconv.Itoa(b.NodeTTLSecurity)); err != nil {
+			return cfg, fmt.Errorf("--bgp-node-ttl-security: %w", err)
+		}
+	}
+	if b.EBGPMultihop < 0 || b.EBGPMultihop > 255 {
+		return cfg, fmt.Errorf("--bgp-ebgp-multihop %d: want a TTL from 1 to 255", b.EBGPMultihop)
+	}
+	cfg.EBGPMultihopTTL = uint8(b.EBGPMultihop)
+	cfg.BlockSize = b.BlockSize
 	for _, s := range b.PodCIDRs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {

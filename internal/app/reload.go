@@ -113,9 +113,9 @@ func Check(c *config.Config) error {
 			bad("bgp-peer", p, p, err)
 		}
 	}
-	if s := c.BGP.PassivePrefix; s != "" {
+	for _, s := range c.BGP.PassivePrefixes {
 		if _, err := bgp.ParsePassivePeerFlag(s); err != nil {
-			bad("bgp-passive-prefix", s, "", err)
+			bad("bgp-passive-prefix", s, s, err)
 		}
 	}
 	for _, a := range []struct{ key, v string }{{"bgp-router-id", c.BGP.RouterID}, {"bgp-listen-address", c.BGP.ListenAddress}} {

@@ -33,6 +33,12 @@ type ClusterState struct {
 	Affinities []Affinity `json:"affinities"`
 	// Secrets maps the referenced Secret keys that exist to their values.
 	Secrets map[SecretRef]string `json:"-"`
+	// ASNumber is BGPConfiguration default's asNumber: the AS of the nodes
+	// (0: not set, Calico's default 64512 unless --bgp-cluster-as says).
+	ASNumber uint32 `json:"asNumber,omitempty"`
+	// NodePort is BGPConfiguration default's listenPort, where the nodes'
+	// BIRD listens (0: 179).
+	NodePort uint16 `json:"nodePort,omitempty"`
 }
 
 // Source delivers cluster state. Run calls update with a complete snapshot
@@ -48,12 +54,46 @@ const (
 	annotationASNumber    = "projectcalico.org/ASNumber"
 )
 
-// Calico's CRDs in Kubernetes-datastore mode.
+// Calico's resources: crd.projectcalico.org/v1 (the Kubernetes datastore
+// of every release), or projectcalico.org/v3 when only that is served
+// (v3.32's native v3 CRDs). API-server installs serve both; v1 is read then.
 var (
-	calicoGroupVersion = schema.GroupVersion{Group: "crd.projectcalico.org", Version: "v1"}
-	ipPoolsGVR         = calicoGroupVersion.WithResource("ippools")
-	blockAffinitiesGVR = calicoGroupVersion.WithResource("blockaffinities")
+	calicoV1 = schema.GroupVersion{Group: "crd.projectcalico.org", Version: "v1"}
+	calicoV3 = schema.GroupVersion{Group: "projectcalico.org", Version: "v3"}
+	// The v1 resources, for tests.
+	ipPoolsGVR            = calicoV1.WithResource(resIPPools)
+	blockAffinitiesGVR    = calicoV1.WithResource(resBlockAffinities)
+	calicoGroupVersions   = []schema.GroupVersion{calicoV1, calicoV3}
+	defaultRediscoverTime = 20 * time.Second
 )
+
+const (
+	resIPPools           = "ippools"
+	resBlockAffinities   = "blockaffinities"
+	resBGPConfigurations = "bgpconfigurations"
+)
+
+// calicoAPI is what the API server serves of Calico's resources.
+type calicoAPI struct {
+	gv                            schema.GroupVersion // zero: none
+	pools, affinities, bgpConfigs bool
+}
+
+func (a calicoAPI) String() string {
+	if a.gv.Empty() {
+		return "none"
+	}
+	var r []string
+	for _, x := range []struct {
+		ok   bool
+		name string
+	}{{a.pools, resIPPools}, {a.affinities, resBlockAffinities}, {a.bgpConfigs, resBGPConfigurations}} {
+		if x.ok {
+			r = append(r, x.name)
+		}
+	}
+	return a.gv.String() + " " + strings.Join(r, ",")
+}
 
 // KubeSource watches Nodes, Calico IPPools and BlockAffinities (when the
 // CRDs are served) and the Secrets holding BGP passwords.
@@ -64,6 +104,10 @@ type KubeSource struct {
 	log     *slog.Logger
 	// Resync is the informers' resync period (0: none).
 	Resync time.Duration
+	// Rediscover is how often the served Calico resources are looked up
+	// again, so that CRDs installed (or an API version switched) after
+	// the start are picked up; 0 means 20s.
+	Rediscover time.Duration
 }
 
 // NewKubeSource returns a source reading through kube and dyn; secrets are
@@ -77,10 +121,63 @@ func NewKubeSource(kube kubernetes.Interface, dyn dynamic.Interface, secrets []S
 
 // Run implements Source.
 func (k *KubeSource) Run(ctx context.Context, update func(ClusterState)) error {
-	pools, affinities, err := k.discoverCalico()
+	every := k.Rediscover
+	if every <= 0 {
+		every = defaultRediscoverTime
+	}
+	api, err := k.discoverCalico()
 	if err != nil {
 		return err
 	}
+	k.explain(api)
+	for {
+		runCtx, cancel := context.WithCancel(ctx)
+		next := make(chan calicoAPI, 1)
+		go func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-t.C:
+				}
+				if now, err := k.discoverCalico(); err == nil && now != api {
+					next <- now
+					cancel()
+					return
+				}
+			}
+		}()
+		err := k.run(runCtx, api, update)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		select {
+		case now := <-next:
+			k.log.Info("served Calico resources changed: watching again", "was", api.String(), "now", now.String())
+			api = now
+			k.explain(api)
+		default:
+			return err
+		}
+	}
+}
+
+// explain warns about what is not checked for lack of Calico's resources.
+func (k *KubeSource) explain(api calicoAPI) {
+	switch {
+	case api.gv.Empty():
+		k.log.Warn("Calico CRDs (crd.projectcalico.org/v1 or projectcalico.org/v3) not served: accepting any block inside the configured pod CIDRs, " +
+			"or a Node's spec.podCIDRs from that Node, without BlockAffinity check")
+	case !api.affinities:
+		k.log.Warn("Calico BlockAffinity resource not served: blocks are accepted without ownership check", "api", api.gv.String())
+	}
+}
+
+// run watches until ctx ends.
+func (k *KubeSource) run(ctx context.Context, api calicoAPI, update func(ClusterState)) error {
 	changed := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -130,22 +227,22 @@ func (k *KubeSource) Run(ctx context.Context, update func(ClusterState)) error {
 		secretInfs = append(secretInfs, secretInf{ref, inf})
 	}
 
-	var poolInf, affInf cache.SharedIndexInformer
-	if pools || affinities {
+	var poolInf, affInf, confInf cache.SharedIndexInformer
+	if !api.gv.Empty() {
 		df := dynamicinformer.NewDynamicSharedInformerFactory(k.dyn, k.Resync)
-		if pools {
-			poolInf = df.ForResource(ipPoolsGVR).Informer()
-			if _, err := poolInf.AddEventHandler(handler); err != nil {
-				return fmt.Errorf("ippool informer: %w", err)
+		for _, r := range []struct {
+			want bool
+			res  string
+			inf  *cache.SharedIndexInformer
+		}{{api.pools, resIPPools, &poolInf}, {api.affinities, resBlockAffinities, &affInf}, {api.bgpConfigs, resBGPConfigurations, &confInf}} {
+			if !r.want {
+				continue
 			}
-			synced = append(synced, poolInf.HasSynced)
-		}
-		if affinities {
-			affInf = df.ForResource(blockAffinitiesGVR).Informer()
-			if _, err := affInf.AddEventHandler(handler); err != nil {
-				return fmt.Errorf("blockaffinity informer: %w", err)
+			*r.inf = df.ForResource(api.gv.WithResource(r.res)).Informer()
+			if _, err := (*r.inf).AddEventHandler(handler); err != nil {
+				return fmt.Errorf("%s informer: %w", r.res, err)
 			}
-			synced = append(synced, affInf.HasSynced)
+			synced = append(synced, (*r.inf).HasSynced)
 		}
 		df.Start(ctx.Done())
 		defer df.Shutdown()
@@ -197,6 +294,11 @@ func (k *KubeSource) Run(ctx context.Context, update func(ClusterState)) error {
 				}
 			}
 		}
+		if confInf != nil {
+			if o, ok, _ := confInf.GetStore().GetByKey("default"); ok {
+				st.ASNumber, st.NodePort = bgpConfigurationFromObject(o.(*unstructured.Unstructured))
+			}
+		}
 		if w := encapsulationWarning(st.Pools); w != lastEncap {
 			if w != "" {
 				k.log.Warn(w)
@@ -212,28 +314,33 @@ func (k *KubeSource) Run(ctx context.Context, update func(ClusterState)) error {
 	}
 }
 
-// discoverCalico reports which Calico resources the API server serves.
-func (k *KubeSource) discoverCalico() (pools, affinities bool, _ error) {
-	rl, err := k.kube.Discovery().ServerResourcesForGroupVersion(calicoGroupVersion.String())
-	switch {
-	case apierrors.IsNotFound(err):
-		k.log.Warn("Calico CRDs (crd.projectcalico.org/v1) not served: accepting any block inside the configured pod CIDRs, without ownership check")
-		return false, false, nil
-	case err != nil:
-		return false, false, fmt.Errorf("discover Calico resources: %w", err)
-	}
-	for _, r := range rl.APIResources {
-		switch r.Name {
-		case ipPoolsGVR.Resource:
-			pools = true
-		case blockAffinitiesGVR.Resource:
-			affinities = true
+// discoverCalico reports which Calico resources the API server serves: v1
+// when it serves IPPools or BlockAffinities there, else v3.
+func (k *KubeSource) discoverCalico() (calicoAPI, error) {
+	for _, gv := range calicoGroupVersions {
+		rl, err := k.kube.Discovery().ServerResourcesForGroupVersion(gv.String())
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return calicoAPI{}, fmt.Errorf("discover Calico resources (%s): %w", gv, err)
+		}
+		api := calicoAPI{gv: gv}
+		for _, r := range rl.APIResources {
+			switch r.Name {
+			case resIPPools:
+				api.pools = true
+			case resBlockAffinities:
+				api.affinities = true
+			case resBGPConfigurations:
+				api.bgpConfigs = true
+			}
+		}
+		if api.pools || api.affinities {
+			return api, nil
 		}
 	}
-	if !affinities {
-		k.log.Warn("Calico BlockAffinity resource not served: blocks are accepted without ownership check")
-	}
-	return pools, affinities, nil
+	return calicoAPI{}, nil
 }
 
 // nodeFromObject extracts the BGP view of a Node: Calico's BGP address
@@ -267,11 +374,21 @@ func nodeFromObject(n *corev1.Node) (Node, bool) {
 			out.AS = as
 		}
 	}
+	cidrs := n.Spec.PodCIDRs
+	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+		cidrs = []string{n.Spec.PodCIDR}
+	}
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
+			out.PodCIDRs = append(out.PodCIDRs, p.Masked())
+		}
+	}
 	return out, out.PeerAddress.IsValid()
 }
 
-// poolFromObject reads a crd.projectcalico.org/v1 IPPool. IPv6 pools are
-// skipped (ok false, no error).
+// poolFromObject reads an IPPool (v1 or v3: same fields). IPv6 pools and
+// pools not for workloads (allowedUses without Workload: tunnel addresses,
+// LoadBalancer IPs) are skipped (ok false, no error).
 func poolFromObject(u *unstructured.Unstructured) (Pool, bool, error) {
 	cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 	p, err := netip.ParsePrefix(cidr)
@@ -281,14 +398,13 @@ func poolFromObject(u *unstructured.Unstructured) (Pool, bool, error) {
 	if !p.Addr().Is4() {
 		return Pool{}, false, nil
 	}
-	bs, found, err := unstructured.NestedInt64(u.Object, "spec", "blockSize")
+	if uses, found, _ := unstructured.NestedStringSlice(u.Object, "spec", "allowedUses"); found && len(uses) > 0 &&
+		!slices.Contains(uses, "Workload") {
+		return Pool{}, false, nil
+	}
+	bs, found, err := nestedInt(u.Object, "spec", "blockSize")
 	if err != nil {
-		// Numbers may arrive as float64 from JSON.
-		f, ffound, ferr := unstructured.NestedFloat64(u.Object, "spec", "blockSize")
-		if ferr != nil {
-			return Pool{}, false, fmt.Errorf("IPPool %s: blockSize: %w", u.GetName(), err)
-		}
-		bs, found = int64(f), ffound
+		return Pool{}, false, fmt.Errorf("IPPool %s: blockSize: %w", u.GetName(), err)
 	}
 	if !found {
 		bs = 26
@@ -302,20 +418,43 @@ func poolFromObject(u *unstructured.Unstructured) (Pool, bool, error) {
 	} else if m, _, _ := unstructured.NestedString(u.Object, "spec", "ipipMode"); m != "" && m != "Never" {
 		out.Encapsulation = "ipip-" + strings.ToLower(m)
 	}
+	out.DisableBGPExport, _, _ = unstructured.NestedBool(u.Object, "spec", "disableBGPExport")
 	return out, true, nil
 }
 
-// affinityFromObject reads a confirmed crd.projectcalico.org/v1
-// BlockAffinity; pending and pendingDeletion ones do not own the block.
+// nestedInt reads a number that JSON may have made a float64.
+func nestedInt(obj map[string]any, fields ...string) (int64, bool, error) {
+	v, found, err := unstructured.NestedFieldNoCopy(obj, fields...)
+	if !found || err != nil {
+		return 0, found, err
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, true, nil
+	case float64:
+		return int64(n), true, nil
+	case int:
+		return int64(n), true, nil
+	}
+	return 0, true, fmt.Errorf("%v is not a number", v)
+}
+
+// affinityFromObject reads a BlockAffinity (v1: deleted is a string; v3: a
+// boolean) that gives its node the block, as Calico's BIRD exports it:
+// confirmed, "" (older data, which Calico treats as confirmed) and
+// pendingDeletion (still exported until the affinity is gone, and empty by
+// then). Pending ones are not announced yet, and virtual ones (v3.30+) are
+// not a node.
 func affinityFromObject(u *unstructured.Unstructured) (Affinity, bool) {
-	state, _, _ := unstructured.NestedString(u.Object, "spec", "state")
-	if state != "confirmed" {
+	switch state, _, _ := unstructured.NestedString(u.Object, "spec", "state"); state {
+	case "confirmed", "", "pendingDeletion":
+	default:
 		return Affinity{}, false
 	}
-	if d, _, _ := unstructured.NestedString(u.Object, "spec", "deleted"); d == "true" {
+	switch d, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "deleted"); d {
+	case "true", true:
 		return Affinity{}, false
 	}
-	// Calico 3.29+ also has affinities of type "virtual" (not a node).
 	if t, _, _ := unstructured.NestedString(u.Object, "spec", "type"); t != "" && t != "host" {
 		return Affinity{}, false
 	}
@@ -328,21 +467,42 @@ func affinityFromObject(u *unstructured.Unstructured) (Affinity, bool) {
 	return Affinity{Block: p.Masked(), Node: node}, true
 }
 
-// encapsulationWarning explains pools whose routes BGP will not carry (VXLAN)
-// or whose traffic the nodes expect encapsulated (IPIP Always).
+// bgpConfigurationFromObject reads the cluster-wide BGPConfiguration's
+// asNumber and listenPort.
+func bgpConfigurationFromObject(u *unstructured.Unstructured) (as uint32, port uint16) {
+	if n, ok, err := nestedInt(u.Object, "spec", "asNumber"); ok && err == nil && n > 0 && n <= 1<<32-1 {
+		as = uint32(n)
+	} else if v, _, _ := unstructured.NestedString(u.Object, "spec", "asNumber"); v != "" {
+		as, _ = parseAS(v)
+	}
+	if n, ok, err := nestedInt(u.Object, "spec", "listenPort"); ok && err == nil && n > 0 && n < 1<<16 {
+		port = uint16(n)
+	}
+	return as, port
+}
+
+// encapsulationWarning explains pools whose routes will not come (BGP export
+// disabled), may not come (VXLAN installs usually run without BGP) or whose
+// traffic the nodes expect encapsulated (IPIP Always).
 func encapsulationWarning(pools []Pool) string {
-	var vx, ipip []string
+	var vx, ipip, noExport []string
 	for _, p := range pools {
-		switch p.Encapsulation {
-		case "vxlan-always":
+		switch {
+		case p.DisableBGPExport:
+			noExport = append(noExport, p.Name)
+		case p.Encapsulation == "vxlan-always":
 			vx = append(vx, p.Name)
-		case "ipip-always":
+		case p.Encapsulation == "ipip-always":
 			ipip = append(ipip, p.Name)
 		}
 	}
 	var parts []string
+	if len(noExport) > 0 {
+		parts = append(parts, "IPPools "+strings.Join(noExport, ", ")+" have disableBGPExport: Calico announces none of their routes, so their pods are unreachable from here")
+	}
 	if len(vx) > 0 {
-		parts = append(parts, "IPPools "+strings.Join(vx, ", ")+" use VXLAN: Calico does not announce their blocks over BGP (use ipipMode/vxlanMode Never or CrossSubnet with BGP)")
+		parts = append(parts, "IPPools "+strings.Join(vx, ", ")+" use VXLAN: their blocks come only if calico-node runs BIRD (calico_backend: bird, BGP enabled); "+
+			"VXLAN installs usually run without it, and then no route comes")
 	}
 	if len(ipip) > 0 {
 		parts = append(parts, "IPPools "+strings.Join(ipip, ", ")+" use IPIP Always: the edge sends pod traffic unencapsulated; nodes must accept it")

@@ -50,11 +50,19 @@ func TestNodeFromObject(t *testing.T) {
 			node("c", map[string]string{annotationIPv4Address: "nonsense", annotationASNumber: "x"}, internalIP("198.19.64.4")),
 			"c 198.19.64.4 [198.19.64.4] 0"},
 		{"no IPv4 at all", node("d", nil, internalIP("2001:db8::4")), "-"},
+		{"host-local IPAM: spec.podCIDRs", func() *corev1.Node {
+			n := node("e", nil, internalIP("198.19.64.5"))
+			n.Spec.PodCIDR, n.Spec.PodCIDRs = "198.18.5.0/24", []string{"198.18.5.0/24", "2001:db8:5::/64"}
+			return n
+		}(), "e 198.19.64.5 [198.19.64.5] 0 [198.18.5.0/24]"},
 	} {
 		n, ok := nodeFromObject(tc.n)
 		got := "-"
 		if ok {
 			got = fmt.Sprintf("%s %s %v %d", n.Name, n.PeerAddress, n.Addresses, n.AS)
+			if len(n.PodCIDRs) > 0 {
+				got += fmt.Sprintf(" %v", n.PodCIDRs)
+			}
 		}
 		if got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
@@ -81,6 +89,24 @@ func TestPoolAndAffinityFromObject(t *testing.T) {
 	if w := encapsulationWarning([]Pool{{Name: "x", Encapsulation: "vxlan-always"}}); !strings.Contains(w, "VXLAN") {
 		t.Fatalf("warning %q", w)
 	}
+	p, ok, err = poolFromObject(calicoObject("IPPool", "quiet", map[string]any{"cidr": "198.18.64.0/18", "disableBGPExport": true,
+		"allowedUses": []any{"Workload", "Tunnel"}}))
+	if err != nil || !ok || !p.DisableBGPExport {
+		t.Fatalf("pool with disableBGPExport %+v ok=%v err=%v", p, ok, err)
+	}
+	if w := encapsulationWarning([]Pool{p}); !strings.Contains(w, "disableBGPExport") {
+		t.Fatalf("warning %q", w)
+	}
+	// Pools for LoadBalancer addresses or tunnels only hold no pods.
+	for _, uses := range [][]any{{"LoadBalancer"}, {"Tunnel"}} {
+		if _, ok, err := poolFromObject(calicoObject("IPPool", "lb", map[string]any{"cidr": "198.18.128.0/24", "allowedUses": uses})); ok || err != nil {
+			t.Fatalf("pool for %v: ok=%v err=%v", uses, ok, err)
+		}
+	}
+	if as, port := bgpConfigurationFromObject(calicoObject("BGPConfiguration", "default",
+		map[string]any{"asNumber": int64(64600), "listenPort": int64(1790), "nodeToNodeMeshEnabled": false})); as != 64600 || port != 1790 {
+		t.Fatalf("BGPConfiguration: as %d port %d", as, port)
+	}
 
 	for _, tc := range []struct {
 		spec map[string]any
@@ -89,8 +115,14 @@ func TestPoolAndAffinityFromObject(t *testing.T) {
 		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "deleted": "false"}, true},
 		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "type": "host"}, true},
 		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "pending"}, false},
-		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "pendingDeletion"}, false},
+		// Calico exports "" (older data) and pendingDeletion blocks too.
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "", "deleted": "false"}, true},
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "deleted": "false"}, true},
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "pendingDeletion", "deleted": "false"}, true},
 		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "deleted": "true"}, false},
+		// projectcalico.org/v3 (v3.32 native): deleted is a boolean.
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "deleted": true}, false},
+		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "deleted": false, "type": "host"}, true},
 		{map[string]any{"cidr": "198.18.64.0/26", "node": "a", "state": "confirmed", "type": "virtual"}, false},
 		{map[string]any{"cidr": "198.18.64.0/26", "state": "confirmed"}, false},
 	} {
@@ -104,12 +136,23 @@ func TestPoolAndAffinityFromObject(t *testing.T) {
 func newFakeKube(withCalico bool, objects ...runtime.Object) (*fake.Clientset, *dynamicfake.FakeDynamicClient) {
 	kube := fake.NewClientset(objects...)
 	if withCalico {
-		kube.Resources = []*metav1.APIResourceList{{GroupVersion: "crd.projectcalico.org/v1", APIResources: []metav1.APIResource{
-			{Name: "ippools", Kind: "IPPool"}, {Name: "blockaffinities", Kind: "BlockAffinity"}}}}
+		serveCalico(kube, calicoV1)
 	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		ipPoolsGVR: "IPPoolList", blockAffinitiesGVR: "BlockAffinityList"})
+	kinds := map[schema.GroupVersionResource]string{}
+	for _, gv := range calicoGroupVersions {
+		kinds[gv.WithResource(resIPPools)] = "IPPoolList"
+		kinds[gv.WithResource(resBlockAffinities)] = "BlockAffinityList"
+		kinds[gv.WithResource(resBGPConfigurations)] = "BGPConfigurationList"
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds)
 	return kube, dyn
+}
+
+// serveCalico makes discovery list Calico's resources in gv.
+func serveCalico(kube *fake.Clientset, gv schema.GroupVersion) {
+	kube.Resources = append(kube.Resources, &metav1.APIResourceList{GroupVersion: gv.String(), APIResources: []metav1.APIResource{
+		{Name: resIPPools, Kind: "IPPool"}, {Name: resBlockAffinities, Kind: "BlockAffinity"},
+		{Name: resBGPConfigurations, Kind: "BGPConfiguration"}}})
 }
 
 // runSource runs src and returns a function waiting for a state matching cond.
@@ -205,5 +248,43 @@ func TestKubeSourceWithoutCalico(t *testing.T) {
 	st := wait("the node", func(st ClusterState) bool { return len(st.Nodes) == 1 })
 	if st.Affinities != nil || st.Pools != nil {
 		t.Fatalf("without Calico CRDs: pools %v affinities %v (want nil: ownership unknown)", st.Pools, st.Affinities)
+	}
+}
+
+// v3.32 native-v3 clusters serve only projectcalico.org/v3, with deleted as a
+// boolean; CRDs installed after the start are picked up.
+func TestKubeSourceCalicoV3AfterStart(t *testing.T) {
+	kube, dyn := newFakeKube(false, node("node-a", nil, internalIP("198.19.64.2")))
+	src := NewKubeSource(kube, dyn, nil, testLog(t))
+	src.Rediscover = 50 * time.Millisecond
+	ctx := t.Context()
+	v3 := func(kind, name string, spec map[string]any) *unstructured.Unstructured {
+		o := calicoObject(kind, name, spec)
+		o.SetAPIVersion(calicoV3.String())
+		return o
+	}
+	if _, err := dyn.Resource(calicoV3.WithResource(resIPPools)).Create(ctx, v3("IPPool", "default",
+		map[string]any{"cidr": "198.18.64.0/18", "blockSize": int64(26)}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(calicoV3.WithResource(resBlockAffinities)).Create(ctx, v3("BlockAffinity", "node-a-198-18-64-0-26",
+		map[string]any{"cidr": "198.18.64.0/26", "node": "node-a", "state": "confirmed", "deleted": false}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(calicoV3.WithResource(resBGPConfigurations)).Create(ctx, v3("BGPConfiguration", "default",
+		map[string]any{"asNumber": int64(64600), "listenPort": int64(1790)}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait := runSource(t, src)
+	st := wait("the node", func(st ClusterState) bool { return len(st.Nodes) == 1 })
+	if st.Affinities != nil || st.Pools != nil {
+		t.Fatalf("before the CRDs: pools %v affinities %v", st.Pools, st.Affinities)
+	}
+	serveCalico(kube, calicoV3)
+	st = wait("v3 pools, affinities and BGPConfiguration", func(st ClusterState) bool {
+		return len(st.Pools) == 1 && len(st.Affinities) == 1
+	})
+	if st.ASNumber != 64600 || st.NodePort != 1790 || st.Affinities[0].Node != "node-a" {
+		t.Fatalf("state %+v", st)
 	}
 }

@@ -28,7 +28,8 @@ type Config struct {
 	// (outgoing sessions only).
 	ListenPort int
 	// ClusterAS is the AS of nodes without a projectcalico.org/ASNumber
-	// annotation and of static peers without as=; 0 means LocalAS (iBGP,
+	// annotation and of static peers without as=; 0 means Calico's
+	// BGPConfiguration asNumber when there is one, else LocalAS (iBGP,
 	// Calico's default 64512 on both sides).
 	ClusterAS uint32
 
@@ -42,6 +43,12 @@ type Config struct {
 	NodeSelector string
 	// NodePassword is the TCP MD5 password of node peers.
 	NodePassword *SecretRef
+	// NodePort is the port node peers listen on; 0 means Calico's
+	// BGPConfiguration listenPort, else 179.
+	NodePort uint16
+	// NodeTTLSecurity is the BGPPeer's ttlSecurity (hops) for node peers:
+	// packets are sent with TTL 255 and must arrive with at least 256-N.
+	NodeTTLSecurity uint8
 	// PassivePeers accepts sessions from any address in a prefix.
 	PassivePeers []PassivePeer
 
@@ -95,6 +102,12 @@ type Peer struct {
 	Port uint16
 	// PasswordSecret names the Secret key holding the TCP MD5 password.
 	PasswordSecret *SecretRef
+	// TrustNextHop accepts the peer's routes by prefix alone (inside a
+	// pool, at least a block long), whatever their next hop: for a switch
+	// that is the next hop of what it announces.
+	TrustNextHop bool
+	// TTLSecurity is GTSM over this many hops (Calico's ttlSecurity).
+	TTLSecurity uint8
 }
 
 // PassivePeer accepts incoming sessions from any address inside Prefix
@@ -104,6 +117,8 @@ type PassivePeer struct {
 	// AS is required of the neighbours; 0 accepts any AS.
 	AS             uint32
 	PasswordSecret *SecretRef
+	TrustNextHop   bool
+	TTLSecurity    uint8
 }
 
 // SecretRef names one key of a Secret.
@@ -132,7 +147,8 @@ func ParseSecretRef(s string) (SecretRef, error) {
 	return r, nil
 }
 
-// ParsePeerFlag parses ADDRESS[,as=N][,port=N][,password-secret=NS/NAME[/KEY]].
+// ParsePeerFlag parses ADDRESS[,as=N][,port=N][,password-secret=NS/NAME[/KEY]]
+// [,ttl-security=HOPS][,trust-next-hop].
 func ParsePeerFlag(s string) (Peer, error) {
 	fields := strings.Split(s, ",")
 	a, err := netip.ParseAddr(strings.TrimSpace(fields[0]))
@@ -145,10 +161,18 @@ func ParsePeerFlag(s string) (Peer, error) {
 	p := Peer{Address: a}
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(strings.TrimSpace(f), "=")
+		if k == "trust-next-hop" && !ok {
+			p.TrustNextHop = true
+			continue
+		}
 		if !ok {
 			return Peer{}, fmt.Errorf("peer %q: option %q is not key=value", s, f)
 		}
 		switch k {
+		case "ttl-security":
+			if p.TTLSecurity, err = ParseTTLSecurity(v); err != nil {
+				return Peer{}, fmt.Errorf("peer %q: %w", s, err)
+			}
 		case "as":
 			if p.AS, err = parseAS(v); err != nil {
 				return Peer{}, fmt.Errorf("peer %q: %w", s, err)
@@ -166,13 +190,14 @@ func ParsePeerFlag(s string) (Peer, error) {
 			}
 			p.PasswordSecret = &r
 		default:
-			return Peer{}, fmt.Errorf("peer %q: unknown option %q (want as, port, password-secret)", s, k)
+			return Peer{}, fmt.Errorf("peer %q: unknown option %q (want as, port, password-secret, ttl-security, trust-next-hop)", s, k)
 		}
 	}
 	return p, nil
 }
 
-// ParsePassivePeerFlag parses PREFIX[,as=N][,password-secret=NS/NAME[/KEY]].
+// ParsePassivePeerFlag parses PREFIX[,as=N][,password-secret=NS/NAME[/KEY]]
+// [,ttl-security=HOPS][,trust-next-hop].
 func ParsePassivePeerFlag(s string) (PassivePeer, error) {
 	fields := strings.Split(s, ",")
 	pfx, err := netip.ParsePrefix(strings.TrimSpace(fields[0]))
@@ -185,10 +210,18 @@ func ParsePassivePeerFlag(s string) (PassivePeer, error) {
 	p := PassivePeer{Prefix: pfx.Masked()}
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(strings.TrimSpace(f), "=")
+		if k == "trust-next-hop" && !ok {
+			p.TrustNextHop = true
+			continue
+		}
 		if !ok {
 			return PassivePeer{}, fmt.Errorf("passive peer %q: option %q is not key=value", s, f)
 		}
 		switch k {
+		case "ttl-security":
+			if p.TTLSecurity, err = ParseTTLSecurity(v); err != nil {
+				return PassivePeer{}, fmt.Errorf("passive peer %q: %w", s, err)
+			}
 		case "as":
 			if p.AS, err = parseAS(v); err != nil {
 				return PassivePeer{}, fmt.Errorf("passive peer %q: %w", s, err)
@@ -200,10 +233,36 @@ func ParsePassivePeerFlag(s string) (PassivePeer, error) {
 			}
 			p.PasswordSecret = &r
 		default:
-			return PassivePeer{}, fmt.Errorf("passive peer %q: unknown option %q (want as, password-secret)", s, k)
+			return PassivePeer{}, fmt.Errorf("passive peer %q: unknown option %q (want as, password-secret, ttl-security, trust-next-hop)", s, k)
 		}
 	}
 	return p, nil
+}
+
+// ParseTTLSecurity parses a hop count for TTL security (1-254), as Calico's
+// BGPPeer ttlSecurity.
+func ParseTTLSecurity(v string) (uint8, error) {
+	n, err := strconv.ParseUint(v, 10, 8)
+	if err != nil || n == 0 || n > 254 {
+		return 0, fmt.Errorf("ttl-security %q: want a hop count from 1 to 254", v)
+	}
+	return uint8(n), nil
+}
+
+// trustedPeers are the peers whose next hops the policy does not check.
+func (c *Config) trustedPeers() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range c.Peers {
+		if p.TrustNextHop {
+			out = append(out, netip.PrefixFrom(p.Address, 32))
+		}
+	}
+	for _, p := range c.PassivePeers {
+		if p.TrustNextHop {
+			out = append(out, p.Prefix)
+		}
+	}
+	return out
 }
 
 // parseAS accepts plain (asplain) and dotted (asdot, "1.10") AS numbers.
@@ -249,9 +308,6 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.LocalAS == 0 {
 		errs = append(errs, errors.New("local AS is required"))
-	}
-	if c.ClusterAS == 0 {
-		c.ClusterAS = c.LocalAS
 	}
 	if c.ListenAddress.IsValid() && !c.ListenAddress.Is4() {
 		errs = append(errs, fmt.Errorf("listen address %s: only IPv4 is supported", c.ListenAddress))

@@ -23,6 +23,11 @@ func TestParsePeerFlag(t *testing.T) {
 		{in: "198.19.64.2,password-secret=calico-system/bgp-secrets/node-mesh,port=1179", want: Peer{
 			Address: netip.MustParseAddr("198.19.64.2"), Port: 1179,
 			PasswordSecret: &SecretRef{Namespace: "calico-system", Name: "bgp-secrets", Key: "node-mesh"}}},
+		{in: "198.19.64.254,trust-next-hop,ttl-security=1", want: Peer{
+			Address: netip.MustParseAddr("198.19.64.254"), TrustNextHop: true, TTLSecurity: 1}},
+		{in: "198.19.64.2,ttl-security=0", err: "hop count"},
+		{in: "198.19.64.2,ttl-security=255", err: "hop count"},
+		{in: "198.19.64.2,trust-next-hop=yes", err: "unknown option"},
 		{in: "", err: "address"},
 		{in: "node-1", err: "address"},
 		{in: "2001:db8::1", err: "only IPv4"},
@@ -54,12 +59,12 @@ func TestParsePeerFlag(t *testing.T) {
 }
 
 func TestParsePassivePeerFlag(t *testing.T) {
-	got, err := ParsePassivePeerFlag("198.19.64.9/24,as=64512,password-secret=ns/s")
+	got, err := ParsePassivePeerFlag("198.19.64.9/24,as=64512,password-secret=ns/s,ttl-security=2,trust-next-hop")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := PassivePeer{Prefix: netip.MustParsePrefix("198.19.64.0/24"), AS: 64512,
-		PasswordSecret: &SecretRef{Namespace: "ns", Name: "s", Key: "password"}}
+		PasswordSecret: &SecretRef{Namespace: "ns", Name: "s", Key: "password"}, TTLSecurity: 2, TrustNextHop: true}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -76,7 +81,7 @@ func TestValidateDefaults(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.RouterID != c.ListenAddress || c.ListenPort != 179 || c.ClusterAS != 64512 || c.BlockSize != 26 ||
+	if c.RouterID != c.ListenAddress || c.ListenPort != 179 || c.clusterAS(ClusterState{}) != 64512 || c.clusterAS(ClusterState{ASNumber: 64600}) != 64600 || c.BlockSize != 26 ||
 		c.HoldTime != 30*time.Second || c.KeepaliveInterval != 10*time.Second || c.ConnectRetry != 5*time.Second ||
 		c.MaxPrefixes != 10000 || c.StaleTimeout != 90*time.Second || c.GracefulRestartTime != 120*time.Second {
 		t.Fatalf("defaults not filled: %+v", c)

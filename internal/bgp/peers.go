@@ -23,6 +23,8 @@ type peerSpec struct {
 	Password string
 	Kind     string
 	Node     string
+	// TTLSecurity is GTSM over this many hops; 0: off.
+	TTLSecurity uint8
 }
 
 // desiredPeers computes the active neighbours from the configuration and
@@ -44,16 +46,17 @@ func desiredPeers(cfg *Config, st ClusterState, sel labels.Selector) (map[netip.
 		}
 		return v, true
 	}
+	clusterAS := cfg.clusterAS(st)
 	for _, p := range cfg.Peers {
 		as := p.AS
 		if as == 0 {
-			as = cfg.ClusterAS
+			as = clusterAS
 		}
 		pw, ok := password(p.Address, p.PasswordSecret)
 		if !ok {
 			continue
 		}
-		peers[p.Address] = peerSpec{Address: p.Address, AS: as, Port: p.Port, Password: pw, Kind: kindStatic}
+		peers[p.Address] = peerSpec{Address: p.Address, AS: as, Port: p.Port, Password: pw, Kind: kindStatic, TTLSecurity: p.TTLSecurity}
 	}
 	if !cfg.PeerWithNodes {
 		return peers, problems
@@ -72,15 +75,40 @@ func desiredPeers(cfg *Config, st ClusterState, sel labels.Selector) (map[netip.
 		}
 		as := n.AS
 		if as == 0 {
-			as = cfg.ClusterAS
+			as = clusterAS
 		}
 		pw, ok := password(a, cfg.NodePassword)
 		if !ok {
 			continue
 		}
-		peers[a] = peerSpec{Address: a, AS: as, Password: pw, Kind: kindNode, Node: n.Name}
+		port := cfg.NodePort
+		if port == 0 {
+			port = st.NodePort
+		}
+		peers[a] = peerSpec{Address: a, AS: as, Port: port, Password: pw, Kind: kindNode, Node: n.Name, TTLSecurity: cfg.NodeTTLSecurity}
 	}
 	return peers, problems
+}
+
+// clusterAS is the nodes' AS: --bgp-cluster-as, else Calico's
+// BGPConfiguration asNumber, else our own (iBGP).
+func (c *Config) clusterAS(st ClusterState) uint32 {
+	switch {
+	case c.ClusterAS != 0:
+		return c.ClusterAS
+	case st.ASNumber != 0:
+		return st.ASNumber
+	}
+	return c.LocalAS
+}
+
+// ttlSecurity is GoBGP's GTSM setting for hops (0: none): we send TTL 255
+// and want at least 256-hops.
+func ttlSecurity(hops uint8) *api.TtlSecurity {
+	if hops == 0 {
+		return nil
+	}
+	return &api.TtlSecurity{Enabled: true, TtlMin: 256 - uint32(hops)}
 }
 
 var ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
@@ -92,11 +120,13 @@ func (c *Config) afiSafis() []*api.AfiSafi {
 			Config: &api.MpGracefulRestartConfig{Enabled: !c.DisableGracefulRestart}},
 	}
 	if c.MaxPrefixes > 0 {
-		// The speaker enforces MaxPrefixes itself (see enforceMaxPrefixes):
-		// when GoBGP's own limit trips, a graceful-restart helper may keep
-		// the peer's routes, even the excess ones, as stale. GoBGP's limit
-		// stays, higher, as a memory backstop.
-		af.PrefixLimits = &api.PrefixLimit{Family: ipv4Unicast, MaxPrefixes: uint32(2*c.MaxPrefixes + 1000)}
+		// The speaker enforces MaxPrefixes itself, on accepted routes (see
+		// enforceMaxPrefixes): when GoBGP's own limit trips, a
+		// graceful-restart helper may keep the peer's routes, even the
+		// excess ones, as stale. GoBGP's limit, on everything received,
+		// stays as a memory backstop, high enough for eBGP nodes that
+		// re-announce the whole cluster's blocks.
+		af.PrefixLimits = &api.PrefixLimit{Family: ipv4Unicast, MaxPrefixes: uint32(min(20*c.MaxPrefixes+1000, 1<<31))}
 	}
 	return []*api.AfiSafi{af}
 }
@@ -144,6 +174,7 @@ func (c *Config) apiPeer(p peerSpec) *api.Peer {
 	if c.EBGPMultihopTTL > 0 && p.AS != c.LocalAS {
 		peer.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(c.EBGPMultihopTTL)}
 	}
+	peer.TtlSecurity = ttlSecurity(p.TTLSecurity)
 	return peer
 }
 
@@ -160,5 +191,6 @@ func (c *Config) apiPeerGroup(name string, p PassivePeer, password string) *api.
 	if c.EBGPMultihopTTL > 0 {
 		g.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(c.EBGPMultihopTTL)}
 	}
+	g.TtlSecurity = ttlSecurity(p.TTLSecurity)
 	return g
 }

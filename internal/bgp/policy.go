@@ -18,6 +18,8 @@ type Pool struct {
 	// Encapsulation is Calico's vxlanMode/ipipMode ("vxlan", "ipip" or
 	// ""), kept for warnings and status.
 	Encapsulation string `json:"encapsulation,omitempty"`
+	// DisableBGPExport: Calico announces none of the pool's routes.
+	DisableBGPExport bool `json:"disableBGPExport,omitempty"`
 }
 
 // Affinity says which node owns a block (a confirmed Calico BlockAffinity).
@@ -38,6 +40,10 @@ type Node struct {
 	// AS from projectcalico.org/ASNumber; 0 means the cluster AS.
 	AS     uint32            `json:"as,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// PodCIDRs are the node's IPv4 spec.podCIDRs. With host-local IPAM
+	// Calico announces each as the node's one block, and no
+	// BlockAffinity exists.
+	PodCIDRs []netip.Prefix `json:"podCIDRs,omitempty"`
 }
 
 // Reason explains a policy verdict.
@@ -80,6 +86,13 @@ type Verdict struct {
 //     A block without a confirmed affinity is rejected.
 //   - When affinities are unknown (no Calico CRDs), any block inside a pool
 //     is accepted.
+//   - A prefix inside a Node's spec.podCIDRs (host-local IPAM: Calico
+//     announces the podCIDR itself, whatever the pool's block size) is
+//     owned by that Node, inside a pool or not: the controller manager
+//     assigned it, which is as authoritative as a BlockAffinity.
+//   - Paths from trusted peers (trust-next-hop: a top-of-rack switch that
+//     is the next hop of everything it announces) need only be inside a
+//     pool and at least a block long.
 //
 // The same rules are compiled into a GoBGP global import policy (default
 // reject), so that best-path selection only ever sees acceptable paths; Decide
@@ -90,6 +103,10 @@ type Policy struct {
 	// owners is nil when affinities are unknown.
 	owners    []Affinity
 	nodeAddrs map[string][]netip.Addr
+	// podCIDRs are the Nodes' spec.podCIDRs, as affinities.
+	podCIDRs []Affinity
+	// trusted are the peers whose next hops are not checked.
+	trusted []netip.Prefix
 }
 
 // NewPolicy builds the policy. affinities nil means "unknown" (no ownership
@@ -136,8 +153,52 @@ func NewPolicy(pools []Pool, affinities []Affinity, nodes []Node) *Policy {
 			slices.SortFunc(addrs, netip.Addr.Compare)
 			p.nodeAddrs[n.Name] = addrs
 		}
+		for _, c := range n.PodCIDRs {
+			if c.Addr().Is4() && c.Bits() < 32 {
+				p.podCIDRs = append(p.podCIDRs, Affinity{Block: c.Masked(), Node: n.Name})
+			}
+		}
 	}
+	slices.SortFunc(p.podCIDRs, func(a, b Affinity) int {
+		return cmp.Or(comparePrefix(a.Block, b.Block), cmp.Compare(a.Node, b.Node))
+	})
+	p.podCIDRs = slices.Compact(p.podCIDRs)
 	return p
+}
+
+// WithTrusted returns the policy with these peers' next hops trusted.
+func (p *Policy) WithTrusted(peers []netip.Prefix) *Policy {
+	q := *p
+	q.trusted = nil
+	for _, t := range peers {
+		if t.Addr().Is4() {
+			q.trusted = append(q.trusted, t.Masked())
+		}
+	}
+	slices.SortFunc(q.trusted, comparePrefix)
+	q.trusted = slices.Compact(q.trusted)
+	return &q
+}
+
+// Trusted reports whether peer's next hops are trusted.
+func (p *Policy) Trusted(peer netip.Addr) bool {
+	for _, t := range p.trusted {
+		if t.Contains(peer.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// podCIDROwner is the Node whose spec.podCIDRs hold prefix (and how long
+// that podCIDR is), if any.
+func (p *Policy) podCIDROwner(prefix netip.Prefix) (Affinity, bool) {
+	for _, a := range p.podCIDRs {
+		if prefix.Bits() >= a.Block.Bits() && prefix.Bits() < 32 && a.Block.Contains(prefix.Addr()) {
+			return a, true
+		}
+	}
+	return Affinity{}, false
 }
 
 // OwnershipKnown reports whether blocks are checked against affinities.
@@ -146,12 +207,26 @@ func (p *Policy) OwnershipKnown() bool { return p.owners != nil }
 // Pools returns the pools the policy accepts prefixes from.
 func (p *Policy) Pools() []Pool { return slices.Clone(p.pools) }
 
-// Decide is the import decision for prefix announced with nextHop.
+// Decide is the import decision for prefix announced with nextHop by an
+// untrusted peer.
 func (p *Policy) Decide(prefix netip.Prefix, nextHop netip.Addr) Verdict {
+	return p.DecideFrom(netip.Addr{}, prefix, nextHop)
+}
+
+// DecideFrom is the import decision for prefix announced with nextHop by
+// peer.
+func (p *Policy) DecideFrom(peer netip.Addr, prefix netip.Prefix, nextHop netip.Addr) Verdict {
 	if !prefix.Addr().Is4() {
 		return Verdict{Reason: RejectNotIPv4}
 	}
 	prefix = prefix.Masked()
+	trusted := peer.IsValid() && p.Trusted(peer)
+	if a, ok := p.podCIDROwner(prefix); ok {
+		if trusted || slices.Contains(p.nodeAddrs[a.Node], nextHop.Unmap()) {
+			return Verdict{Accept: true, Reason: Accepted, Owner: a.Node}
+		}
+		return Verdict{Reason: RejectNotOwner, Owner: a.Node}
+	}
 	// Like GoBGP's prefix sets, only the most specific pool containing the
 	// prefix counts (Calico does not allow overlapping pools anyway).
 	inPool, longEnough, best := false, false, -1
@@ -169,6 +244,8 @@ func (p *Policy) Decide(prefix netip.Prefix, nextHop netip.Addr) Verdict {
 		return Verdict{Reason: RejectOutsidePools}
 	case !longEnough:
 		return Verdict{Reason: RejectShorter}
+	case trusted:
+		return Verdict{Accept: true, Reason: Accepted, Owner: p.ownerOf(prefix)}
 	case prefix.Bits() == 32 && len(p.nodeAddrs) > 0 && !p.isNodeAddr(nextHop):
 		return Verdict{Reason: RejectHostNotNode, Owner: p.ownerOf(prefix)}
 	case prefix.Bits() == 32 || p.owners == nil:
@@ -212,7 +289,7 @@ func (p *Policy) nodeNextHops() []string {
 }
 
 func (p *Policy) ownerOf(prefix netip.Prefix) string {
-	for _, a := range p.owners {
+	for _, a := range append(slices.Clip(p.owners), p.podCIDRs...) {
 		if prefix.Bits() >= a.Block.Bits() && a.Block.Contains(prefix.Addr()) {
 			return a.Node
 		}
@@ -234,6 +311,29 @@ func (p *Policy) gobgp() *api.SetPoliciesRequest {
 		req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{
 			DefinedType: api.DefinedType_PREFIX, Name: name, Prefixes: prefixes})
 	}
+	if len(p.trusted) > 0 {
+		var prefixes []*api.Prefix
+		for _, pl := range p.pools {
+			prefixes = append(prefixes, &api.Prefix{IpPrefix: pl.CIDR.String(), MaskLengthMin: uint32(pl.BlockSize), MaskLengthMax: 32})
+		}
+		for _, a := range p.podCIDRs {
+			prefixes = append(prefixes, &api.Prefix{IpPrefix: a.Block.String(), MaskLengthMin: uint32(a.Block.Bits()), MaskLengthMax: 31})
+		}
+		if len(prefixes) > 0 {
+			var peers []string
+			for _, t := range p.trusted {
+				peers = append(peers, t.String())
+			}
+			req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{
+				DefinedType: api.DefinedType_NEIGHBOR, Name: "trusted-peers", List: peers})
+			prefixSet("trusted-prefixes", prefixes)
+			stmts = append(stmts, &api.Statement{Name: "trusted", Actions: accept,
+				Conditions: &api.Conditions{
+					PrefixSet:   &api.MatchSet{Type: api.MatchSet_ANY, Name: "trusted-prefixes"},
+					NeighborSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "trusted-peers"}}})
+		}
+	}
+	stmts = append(stmts, p.podCIDRStatements(prefixSet, accept)...)
 	if len(p.pools) > 0 {
 		var hosts, blocks []*api.Prefix
 		for i, pl := range p.pools {
@@ -257,6 +357,43 @@ func (p *Policy) gobgp() *api.SetPoliciesRequest {
 	}
 	req.Policies = []*api.Policy{{Name: importPolicyName, Statements: stmts}}
 	return req
+}
+
+// podCIDRStatements makes one statement per Node with spec.podCIDRs: those
+// (from their own length to /31) with a next hop among its addresses.
+func (p *Policy) podCIDRStatements(prefixSet func(string, []*api.Prefix), accept *api.Actions) []*api.Statement {
+	byNode := map[string][]*api.Prefix{}
+	var nodes []string
+	for _, a := range p.podCIDRs {
+		if _, ok := p.nodeAddrs[a.Node]; !ok {
+			continue
+		}
+		if _, ok := byNode[a.Node]; !ok {
+			nodes = append(nodes, a.Node)
+		}
+		byNode[a.Node] = append(byNode[a.Node], &api.Prefix{IpPrefix: a.Block.String(),
+			MaskLengthMin: uint32(a.Block.Bits()), MaskLengthMax: 31})
+	}
+	slices.Sort(nodes)
+	var stmts []*api.Statement
+	for i, n := range nodes {
+		set := fmt.Sprintf("node-%d-podcidrs", i)
+		prefixSet(set, byNode[n])
+		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("podcidr-%d", i), Actions: accept,
+			Conditions: &api.Conditions{
+				PrefixSet:     &api.MatchSet{Type: api.MatchSet_ANY, Name: set},
+				NextHopInList: p.nextHopsOf(n),
+			}})
+	}
+	return stmts
+}
+
+func (p *Policy) nextHopsOf(node string) []string {
+	var nh []string
+	for _, a := range p.nodeAddrs[node] {
+		nh = append(nh, a.String()+"/32")
+	}
+	return nh
 }
 
 // ownerStatements makes one statement per owning node: its blocks (from the
@@ -293,14 +430,10 @@ func (p *Policy) ownerStatements(prefixSet func(string, []*api.Prefix), accept *
 	for i, n := range nodes {
 		set := fmt.Sprintf("node-%d-blocks", i)
 		prefixSet(set, byNode[n])
-		var nh []string
-		for _, a := range p.nodeAddrs[n] {
-			nh = append(nh, a.String()+"/32")
-		}
 		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("node-%d", i), Actions: accept,
 			Conditions: &api.Conditions{
 				PrefixSet:     &api.MatchSet{Type: api.MatchSet_ANY, Name: set},
-				NextHopInList: nh,
+				NextHopInList: p.nextHopsOf(n),
 			}})
 	}
 	return stmts

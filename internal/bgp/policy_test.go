@@ -29,6 +29,8 @@ func TestPolicyDecide(t *testing.T) {
 	owned := NewPolicy(pools, affinities, []Node{nodeA, nodeB})
 	open := NewPolicy(pools, nil, []Node{nodeA, nodeB})
 	none := NewPolicy(nil, nil, nil)
+	withCIDR := func(n Node, c string) Node { n.PodCIDRs = []netip.Prefix{netip.MustParsePrefix(c)}; return n }
+	hostLocal := NewPolicy(pools, []Affinity{}, []Node{withCIDR(nodeA, "198.18.72.0/24"), withCIDR(nodeB, "198.18.200.0/24")})
 	for _, tc := range []struct {
 		name    string
 		pol     *Policy
@@ -62,6 +64,14 @@ func TestPolicyDecide(t *testing.T) {
 		{"no ownership data: still not shorter", open, "198.18.64.0/25", a, RejectShorter},
 		{"no ownership data: still inside pools", open, "198.18.80.0/26", a, RejectOutsidePools},
 		{"no pools at all", none, "198.18.64.0/26", a, RejectOutsidePools},
+		// host-local IPAM: the Node's podCIDR, shorter than the pool's
+		// blocks and without affinity, even outside the pools.
+		{"podCIDR from its node", hostLocal, "198.18.72.0/24", a, Accepted},
+		{"podCIDR from its node's other address", hostLocal, "198.18.72.0/24", a2, Accepted},
+		{"podCIDR from another node", hostLocal, "198.18.72.0/24", b, RejectNotOwner},
+		{"podCIDR outside the pools", hostLocal, "198.18.200.0/24", b, Accepted},
+		{"podCIDR outside the pools from another node", hostLocal, "198.18.200.0/24", a, RejectNotOwner},
+		{"covering a podCIDR", hostLocal, "198.18.72.0/23", a, RejectShorter},
 	} {
 		v := tc.pol.Decide(netip.MustParsePrefix(tc.prefix), netip.MustParseAddr(tc.nextHop))
 		if v.Reason != tc.want || v.Accept != (tc.want == Accepted) {
@@ -115,5 +125,32 @@ func TestPolicyCompile(t *testing.T) {
 	}
 	if n := len(NewPolicy(nil, nil, nil).gobgp().Policies[0].Statements); n != 0 {
 		t.Fatalf("no pools: %d statements", n)
+	}
+}
+
+// A trusted peer (trust-next-hop) is the next hop of what it announces.
+func TestPolicyTrustedPeer(t *testing.T) {
+	tor := netip.MustParseAddr("198.19.64.254")
+	pol := NewPolicy(pools, affinities, []Node{nodeA, nodeB}).WithTrusted([]netip.Prefix{netip.PrefixFrom(tor, 32)})
+	for _, tc := range []struct {
+		peer   netip.Addr
+		prefix string
+		want   Reason
+	}{
+		{tor, "198.18.64.64/26", Accepted},
+		{tor, "198.18.64.5/32", Accepted},
+		{tor, "198.18.66.0/26", Accepted},
+		{tor, "198.18.64.0/25", RejectShorter},
+		{tor, "198.18.128.0/26", RejectOutsidePools},
+		{netip.MustParseAddr("198.19.64.2"), "198.18.64.64/26", RejectNotOwner},
+	} {
+		v := pol.DecideFrom(tc.peer, netip.MustParsePrefix(tc.prefix), tor)
+		if v.Reason != tc.want {
+			t.Errorf("%s from %s via %s: %+v, want %s", tc.prefix, tc.peer, tor, v, tc.want)
+		}
+	}
+	req := pol.gobgp()
+	if st := req.Policies[0].Statements[0]; st.Name != "trusted" || st.Conditions.NeighborSet == nil {
+		t.Fatalf("first statement:\n%s", prototext.Format(req))
 	}
 }

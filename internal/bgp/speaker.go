@@ -65,6 +65,9 @@ type Speaker struct {
 	tripped map[netip.Addr]time.Time
 	// kick asks the run loop to look at tripped peers again.
 	kick chan struct{}
+	// explained are the peers and reasons whose expected rejections were
+	// explained in the log once.
+	explained map[expectedKey]bool
 	// keepRoutes starts as cfg.KeepRoutesOnExit; KeepRoutesOnExit sets it
 	// for one exit (a hand-over restart).
 	keepRoutes atomic.Bool
@@ -125,6 +128,8 @@ func New(cfg Config, rt Routes, log *slog.Logger, reg prometheus.Registerer) (*S
 		eorDone:  make(chan struct{}, 1),
 		tripped:  map[netip.Addr]time.Time{},
 		kick:     make(chan struct{}, 1),
+
+		explained: map[expectedKey]bool{},
 	}
 	s.keepRoutes.Store(cfg.KeepRoutesOnExit)
 	return s, nil
@@ -375,7 +380,7 @@ func (s *Speaker) apply(ctx context.Context, st ClusterState) {
 	for _, p := range s.cfg.PodCIDRs {
 		pools = append(pools, Pool{Name: "config", CIDR: p, BlockSize: s.cfg.BlockSize})
 	}
-	pol := NewPolicy(pools, st.Affinities, st.Nodes)
+	pol := NewPolicy(pools, st.Affinities, st.Nodes).WithTrusted(s.cfg.trustedPeers())
 	if err := s.setPolicy(ctx, pol); err != nil {
 		s.log.Error("update BGP import policy", "err", err)
 	}
@@ -519,7 +524,7 @@ func (s *Speaker) setPolicy(ctx context.Context, pol *Policy) error {
 func (s *Speaker) reevaluateLocked() {
 	for peer, rib := range s.adjIn {
 		for p, r := range rib {
-			r.verdict = s.policy.Decide(p, r.nextHop)
+			r.verdict = s.policy.DecideFrom(peer, p, r.nextHop)
 			rib[p] = r
 		}
 		s.updateCountsLocked(peer)
@@ -637,7 +642,7 @@ func (s *Speaker) onBestPath(p *api.Path) {
 		s.m.bestPaths.Set(float64(len(s.best)))
 		return
 	}
-	if v := s.policy.Decide(prefix, nextHop); !v.Accept {
+	if v := s.policy.DecideFrom(peer, prefix, nextHop); !v.Accept {
 		// Only during a policy change (see setPolicy); the soft reset
 		// that follows withdraws it in GoBGP too.
 		s.log.Debug("best path not installed: rejected by the current policy", "prefix", prefix, "nextHop", nextHop, "reason", v.Reason)
@@ -718,26 +723,85 @@ func (s *Speaker) onReceivedEvent(r *api.WatchEventResponse) {
 			delete(rib, prefix)
 			continue
 		}
-		v := s.policy.Decide(prefix, nextHop)
+		v := s.policy.DecideFrom(peer, prefix, nextHop)
 		prev, had := rib[prefix]
 		rib[prefix] = received{nextHop: nextHop, verdict: v}
 		if !v.Accept && (!had || prev.verdict != v || prev.nextHop != nextHop) {
 			s.m.rejectedTotal.WithLabelValues(peer.String(), string(v.Reason)).Inc()
-			s.log.Warn("rejected BGP route", "peer", peer, "prefix", prefix, "nextHop", nextHop,
-				"reason", v.Reason, "owner", v.Owner)
+			s.logRejectionLocked(peer, prefix, nextHop, v)
 		}
 	}
 	for peer := range touched {
 		if s.knownPeerLocked(peer) {
 			s.updateCountsLocked(peer)
 		}
-		if max := s.cfg.MaxPrefixes; max > 0 && len(s.adjIn[peer]) > max {
+		if max := s.cfg.MaxPrefixes; max > 0 && acceptedCount(s.adjIn[peer]) > max {
 			if _, done := s.tripped[peer]; !done {
 				s.tripped[peer] = time.Time{}
 				s.kickLocked()
 			}
 		}
 	}
+}
+
+// acceptedCount is what the limit of --bgp-max-prefixes applies to: the
+// routes the policy accepts. Over eBGP every node re-announces every other
+// node's blocks, all rejected; counting those would disconnect healthy
+// nodes of large clusters.
+func acceptedCount(rib map[netip.Prefix]received) int {
+	n := 0
+	for _, r := range rib {
+		if r.verdict.Accept {
+			n++
+		}
+	}
+	return n
+}
+
+// expectedRejection tells rejections that a healthy Calico cluster causes
+// from those that point at a problem: a node re-announcing another node's
+// block with itself as next hop (eBGP, route reflectors with next hop self),
+// and node routes outside the pod CIDRs (service addresses).
+func (s *Speaker) expectedRejection(nextHop netip.Addr, v Verdict) bool {
+	switch v.Reason {
+	case RejectNotOwner, RejectOutsidePools, RejectNoAffinity:
+		return s.policy.isNodeAddr(nextHop)
+	}
+	return false
+}
+
+// logRejectionLocked logs a rejection at Warn unless it is expected (see
+// expectedRejection): those are counted, logged at Debug, and explained
+// once per peer and reason at Info.
+func (s *Speaker) logRejectionLocked(peer netip.Addr, prefix netip.Prefix, nextHop netip.Addr, v Verdict) {
+	if !s.expectedRejection(nextHop, v) {
+		s.log.Warn("rejected BGP route", "peer", peer, "prefix", prefix, "nextHop", nextHop,
+			"reason", v.Reason, "owner", v.Owner)
+		return
+	}
+	s.log.Debug("rejected BGP route", "peer", peer, "prefix", prefix, "nextHop", nextHop,
+		"reason", v.Reason, "owner", v.Owner)
+	key := expectedKey{peer, v.Reason}
+	if s.explained[key] {
+		return
+	}
+	s.explained[key] = true
+	why := "a node announces another node's block with itself as next hop (eBGP to the nodes without nextHopMode: Keep, " +
+		"or a route reflector with next hop self): the owner's own announcement is used"
+	switch v.Reason {
+	case RejectOutsidePools:
+		why = "a node announces addresses outside the pod CIDRs (service addresses from BGPConfiguration, other pools' uses)"
+	case RejectNoAffinity:
+		why = "a node announces a block that has no BlockAffinity (being released, or not yet confirmed)"
+	}
+	s.log.Info("rejecting BGP routes as expected; further ones are counted in perimeter_bgp_prefixes_rejected_total "+
+		"and shown by `perimeter bgp status`, logged at debug level", "peer", peer, "reason", v.Reason, "why", why,
+		"example", prefix, "nextHop", nextHop)
+}
+
+type expectedKey struct {
+	peer   netip.Addr
+	reason Reason
 }
 
 func (s *Speaker) kickLocked() {

@@ -308,8 +308,10 @@ func TestPolicyMatchesGoBGP(t *testing.T) {
 	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
 	b := startFakeNode(t, "127.0.0.3", cfg.ListenPort)
 	s := startSpeaker(t, cfg, rt, reg)
+	nodeB := loopNode("node-b", "127.0.0.3")
+	nodeB.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("198.18.72.0/24")} // host-local IPAM
 	st := ClusterState{
-		Nodes: []Node{loopNode("node-a", "127.0.0.2"), loopNode("node-b", "127.0.0.3")},
+		Nodes: []Node{loopNode("node-a", "127.0.0.2"), nodeB},
 		Pools: []Pool{{Name: "default", CIDR: netip.MustParsePrefix("198.18.64.0/20"), BlockSize: 26}},
 		Affinities: []Affinity{
 			aff("198.18.64.0/26", "node-a"),
@@ -325,17 +327,19 @@ func TestPolicyMatchesGoBGP(t *testing.T) {
 	a.announce(t, "198.18.66.0/26", "127.0.0.2")   // nobody's block
 	b.announce(t, "198.18.64.64/26", "127.0.0.3")  // own block
 	b.announce(t, "198.18.65.0/26", "127.0.0.2")   // nobody's, with node-a as next hop
+	b.announce(t, "198.18.72.0/24", "127.0.0.3")   // its podCIDR
+	a.announce(t, "198.18.72.0/24", "127.0.0.2")   // node-b's podCIDR
 
-	want := "198.18.64.0/26 via 127.0.0.2\n198.18.64.64/26 via 127.0.0.3\n198.18.64.130/32 via 127.0.0.2\n"
+	want := "198.18.64.0/26 via 127.0.0.2\n198.18.64.64/26 via 127.0.0.3\n198.18.64.130/32 via 127.0.0.2\n198.18.72.0/24 via 127.0.0.3\n"
 	eventually(t, 20*time.Second, wantRoutes(rt, want))
 	if got := gobgpRIB(s.Speaker); got != want {
 		t.Fatalf("GoBGP's RIB (its own policy) differs from Decide:\n%s\nwant:\n%s", got, want)
 	}
 	eventually(t, 5*time.Second, func() string {
-		if v := testutil.ToFloat64(s.m.rejected.WithLabelValues("127.0.0.2")); v != 4 {
-			return fmt.Sprintf("rejected from node-a = %v, want 4", v)
+		if v := testutil.ToFloat64(s.m.rejected.WithLabelValues("127.0.0.2")); v != 5 {
+			return fmt.Sprintf("rejected from node-a = %v, want 5", v)
 		}
-		if v := testutil.ToFloat64(s.m.rejectedTotal.WithLabelValues("127.0.0.2", string(RejectNotOwner))); v != 1 {
+		if v := testutil.ToFloat64(s.m.rejectedTotal.WithLabelValues("127.0.0.2", string(RejectNotOwner))); v != 2 {
 			return fmt.Sprintf("rejected_total{reason=not-owner} = %v", v)
 		}
 		return ""
@@ -349,7 +353,7 @@ func TestPolicyMatchesGoBGP(t *testing.T) {
 		aff("198.18.66.0/26", "node-a"),
 	}
 	src.ch <- st
-	want = "198.18.64.0/26 via 127.0.0.2\n198.18.64.64/26 via 127.0.0.2\n198.18.64.130/32 via 127.0.0.2\n198.18.66.0/26 via 127.0.0.2\n"
+	want = "198.18.64.0/26 via 127.0.0.2\n198.18.64.64/26 via 127.0.0.2\n198.18.64.130/32 via 127.0.0.2\n198.18.66.0/26 via 127.0.0.2\n198.18.72.0/24 via 127.0.0.3\n"
 	eventually(t, 10*time.Second, wantRoutes(rt, want))
 	if got := gobgpRIB(s.Speaker); got != want {
 		t.Fatalf("GoBGP's RIB after the policy change:\n%s\nwant:\n%s", got, want)
@@ -377,7 +381,7 @@ func TestPolicyMatchesGoBGP(t *testing.T) {
 	// Status and its HTTP form.
 	stat := s.Status()
 	if len(stat.Peers) != 2 || stat.Peers[0].State != "Established" || stat.Peers[0].Node != "node-a" ||
-		stat.Peers[0].Received != 5 || stat.Peers[0].Accepted != 3 || stat.Peers[0].Rejected != 2 {
+		stat.Peers[0].Received != 6 || stat.Peers[0].Accepted != 3 || stat.Peers[0].Rejected != 3 {
 		t.Fatalf("status peers: %+v", stat.Peers)
 	}
 	rec := httptest.NewRecorder()
@@ -543,6 +547,17 @@ func TestMaxPrefixes(t *testing.T) {
 	n.announce(t, "198.18.64.0/26", "127.0.0.2")
 	n.announce(t, "198.18.64.64/26", "127.0.0.2")
 	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.0/26 via 127.0.0.2\n198.18.64.64/26 via 127.0.0.2\n"))
+	// Rejected routes do not count (an eBGP node re-announces the whole
+	// cluster's blocks).
+	n.announce(t, "198.18.200.0/26", "127.0.0.2")
+	n.announce(t, "198.18.200.64/26", "127.0.0.2")
+	eventually(t, 10*time.Second, func() string {
+		p := s.Status().Peers
+		if len(p) != 1 || p[0].State != "Established" || p[0].Received != 4 || p[0].Rejected != 2 {
+			return fmt.Sprintf("peers %+v", p)
+		}
+		return ""
+	})
 	n.announce(t, "198.18.64.128/26", "127.0.0.2")
 	// The peer is disconnected and its routes go with the session.
 	eventually(t, 10*time.Second, func() string {

@@ -64,6 +64,10 @@ type RejectedPath struct {
 	NextHop netip.Addr   `json:"nextHop"`
 	Reason  Reason       `json:"reason"`
 	Owner   string       `json:"owner,omitempty"`
+	// Expected marks what a healthy Calico cluster sends and Perimeter
+	// ignores (another node's block re-announced, a service address):
+	// counted, not logged at Warn.
+	Expected bool `json:"expected,omitempty"`
 }
 
 // Status returns the current peers, routes and rejections.
@@ -144,7 +148,7 @@ func (s *Speaker) Status() Status {
 			} else {
 				ps.Rejected++
 				st.Rejected = append(st.Rejected, RejectedPath{Peer: a, Prefix: p, NextHop: r.nextHop,
-					Reason: r.verdict.Reason, Owner: r.verdict.Owner})
+					Reason: r.verdict.Reason, Owner: r.verdict.Owner, Expected: s.expectedRejection(r.nextHop, r.verdict)})
 			}
 		}
 		st.Peers = append(st.Peers, ps)
@@ -215,9 +219,13 @@ func (st Status) WriteText(w io.Writer) error {
 	}
 	if len(st.Rejected) > 0 {
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "Rejected\tPeer\tVia\tReason\tOwner")
+		fmt.Fprintln(tw, "Rejected\tPeer\tVia\tReason\tOwner\tExpected")
 		for _, r := range st.Rejected {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Prefix, r.Peer, addrOrDash(r.NextHop), r.Reason, dash(r.Owner))
+			exp := "-"
+			if r.Expected {
+				exp = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Prefix, r.Peer, addrOrDash(r.NextHop), r.Reason, dash(r.Owner), exp)
 		}
 	}
 	return tw.Flush()

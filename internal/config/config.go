@@ -87,7 +87,12 @@ type BGP struct {
 	PeersFromNodes   bool
 	NodePassword     string
 	ClusterAS        uint32
-	PassivePrefix    string
+	PassivePrefixes  []string
+	NodeSelector     string
+	NodePort         int
+	NodeTTLSecurity  int
+	EBGPMultihop     int
+	BlockSize        int
 	PodCIDRs         []string
 	RouteTable       int
 	HoldTime         time.Duration
@@ -191,11 +196,16 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.BGP.RouterID, "bgp-router-id", "", "BGP router ID (default: the listen address)")
 	fs.StringVar(&c.BGP.ListenAddress, "bgp-listen-address", "", "address the BGP speaker listens on")
 	fs.IntVar(&c.BGP.ListenPort, "bgp-listen-port", 179, "BGP port")
-	fs.Var(repeatFlag{&c.BGP.Peers}, "bgp-peer", "static BGP peer ADDRESS[,as=N][,password-secret=NS/NAME[/KEY]] (repeatable)")
+	fs.Var(repeatFlag{&c.BGP.Peers}, "bgp-peer", "static BGP peer ADDRESS[,OPTION...] (repeatable); options: as=N, port=N, password-secret=NS/NAME[/KEY], ttl-security=HOPS, trust-next-hop")
 	fs.BoolVar(&c.BGP.PeersFromNodes, "bgp-peers-from-nodes", false, "peer with every Node (Calico's projectcalico.org/IPv4Address, else InternalIP)")
 	fs.StringVar(&c.BGP.NodePassword, "bgp-node-password-secret", "", "TCP MD5 password of the sessions with Node peers, from a Secret NAMESPACE/NAME[/KEY] (Calico's BGPPeer password.secretKeyRef)")
-	fs.Var(uint32Flag{&c.BGP.ClusterAS}, "bgp-cluster-as", "AS of nodes without projectcalico.org/ASNumber (default: --bgp-local-as)")
-	fs.StringVar(&c.BGP.PassivePrefix, "bgp-passive-prefix", "", "accept BGP sessions from peers in this prefix")
+	fs.Var(uint32Flag{&c.BGP.ClusterAS}, "bgp-cluster-as", "AS of nodes without projectcalico.org/ASNumber (default: Calico's BGPConfiguration asNumber, else --bgp-local-as)")
+	fs.Var(repeatFlag{&c.BGP.PassivePrefixes}, "bgp-passive-prefix", "accept BGP sessions from peers in PREFIX[,OPTION...] (repeatable); options: as=N, password-secret=NS/NAME[/KEY], ttl-security=HOPS, trust-next-hop")
+	fs.StringVar(&c.BGP.NodeSelector, "bgp-node-selector", "", "label selector of the Nodes --bgp-peers-from-nodes peers with (the BGPPeer's nodeSelector)")
+	fs.IntVar(&c.BGP.NodePort, "bgp-node-port", 0, "port of the Node peers (default: Calico's BGPConfiguration listenPort, else 179)")
+	fs.IntVar(&c.BGP.NodeTTLSecurity, "bgp-node-ttl-security", 0, "TTL security (hops) of the sessions with Node peers: the BGPPeer's ttlSecurity (default: off)")
+	fs.IntVar(&c.BGP.EBGPMultihop, "bgp-ebgp-multihop", 0, "TTL of eBGP sessions, for peers more than one hop away (default: 1, directly connected)")
+	fs.IntVar(&c.BGP.BlockSize, "bgp-block-size", 26, "block size of --pod-cidr (Calico's IPPool blockSize)")
 	fs.Var(listFlag{&c.BGP.PodCIDRs}, "pod-cidr", "pod CIDRs whose blocks are accepted (repeatable; also read from Calico IPPools)")
 	fs.IntVar(&c.BGP.RouteTable, "route-table", 0, "kernel routing table for learned routes (default: main)")
 	fs.DurationVar(&c.BGP.HoldTime, "bgp-hold-time", 30*time.Second, "BGP hold time")

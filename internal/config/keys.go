@@ -122,7 +122,8 @@ var groups = []struct {
 	{"Ingress status", []string{"publish-address", "election-id", "election-namespace", "update-status-on-shutdown",
 		"disable-ingress-status-update"}},
 	{"BGP", []string{"bgp-local-as", "bgp-router-id", "bgp-listen-address", "bgp-listen-port", "bgp-peer",
-		"bgp-peers-from-nodes", "bgp-node-password-secret", "bgp-cluster-as", "bgp-passive-prefix", "pod-cidr", "route-table", "bgp-hold-time",
+		"bgp-peers-from-nodes", "bgp-node-selector", "bgp-node-password-secret", "bgp-node-port", "bgp-node-ttl-security", "bgp-cluster-as",
+		"bgp-passive-prefix", "bgp-ebgp-multihop", "pod-cidr", "bgp-block-size", "route-table", "bgp-hold-time",
 		"bgp-keep-routes-on-exit", "bgp-max-prefixes"}},
 	{"Daemon", []string{"log", "config", "version"}},
 }

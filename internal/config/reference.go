@@ -13,10 +13,13 @@ import (
 // shownDefaults replace a default whose text would mislead (a zero that
 // means "derived from something else").
 var shownDefaults = map[string]string{
-	"bgp-router-id":    "the listen address",
-	"bgp-cluster-as":   "bgp-local-as",
-	"route-table":      "0 (main)",
-	"bgp-max-prefixes": "10000",
+	"bgp-router-id":         "the listen address",
+	"bgp-cluster-as":        "BGPConfiguration asNumber, else bgp-local-as",
+	"bgp-node-port":         "BGPConfiguration listenPort, else 179",
+	"bgp-node-ttl-security": "0 (off)",
+	"bgp-ebgp-multihop":     "0 (directly connected)",
+	"route-table":           "0 (main)",
+	"bgp-max-prefixes":      "10000",
 }
 
 // examples are the values the YAML reference shows, commented out, for keys
@@ -37,7 +40,8 @@ var examples = map[string]any{
 	"bgp-listen-address":      "198.51.100.10",
 	"bgp-peer":                []string{"198.51.100.1,as=64512", "198.51.100.2,as=64512,password-secret=perimeter/bgp/password"},
 	"bgp-cluster-as":          64512,
-	"bgp-passive-prefix":      "198.51.100.0/24",
+	"bgp-passive-prefix":      []string{"198.51.100.0/24"},
+	"bgp-node-selector":       "perimeter-peer == 'true'",
 	"pod-cidr":                []string{"198.18.0.0/16"},
 	"bgp-max-prefixes":        10000,
 }
