@@ -433,7 +433,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 		return res, err
 	}
 	l.m.Generation.Inc()
-	certificateMetrics(l.m, want.TLS)
+	certificateMetrics(l.m, want.TLS, res.Quarantined)
 	if res.Reloaded {
 		l.log.Info("haproxy reloaded", "why", res.Reason)
 	}

@@ -51,11 +51,18 @@ func selfSignedCertificate(now time.Time) ([]byte, error) {
 	return append(out, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})...), nil
 }
 
-// certificateMetrics publishes the expiry of every served certificate.
-func certificateMetrics(m *metrics.Daemon, t model.TLS) {
+// certificateMetrics publishes the expiry of every served certificate:
+// not those HAProxy refused (refused names their Secrets).
+func certificateMetrics(m *metrics.Daemon, t model.TLS, refused []model.Problem) {
 	m.Certificates.Reset()
+	dropped := map[model.ObjectRef]bool{}
+	for _, p := range refused {
+		if p.Reason == model.ReasonInvalidSecret && p.Object.Kind == "Secret" {
+			dropped[p.Object] = true
+		}
+	}
 	set := func(c *model.Certificate) {
-		if c == nil {
+		if c == nil || (c.Secret.Name != "" && dropped[c.Secret]) {
 			return
 		}
 		secret := ""
