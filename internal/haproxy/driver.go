@@ -190,7 +190,7 @@ func New(o Options) (*Driver, error) {
 		return nil, fmt.Errorf("create runtime directory: %w", err)
 	}
 	p := pathsFor(o)
-	sb := newSandbox(prog, o.ConfigDir, o.RuntimeDir)
+	sb := newSandbox(o.Logger, prog, o.ConfigDir, o.RuntimeDir)
 	if w := sb.Warning(); w != "" {
 		o.Logger.Warn(w)
 	}

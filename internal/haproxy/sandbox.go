@@ -3,6 +3,7 @@ package haproxy
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -31,6 +32,9 @@ import (
 // kernel HAProxy runs without that restriction and the daemon says so once.
 type sandbox struct {
 	readable []string
+	log      *slog.Logger
+
+	capsOnce sync.Once
 
 	once    sync.Once
 	ruleset int // -1: no Landlock
@@ -50,8 +54,8 @@ var systemReadable = []string{
 	"/run/systemd/resolve",
 }
 
-func newSandbox(program string, dirs ...string) *sandbox {
-	s := &sandbox{ruleset: -1}
+func newSandbox(log *slog.Logger, program string, dirs ...string) *sandbox {
+	s := &sandbox{ruleset: -1, log: log}
 	s.readable = append(s.readable, systemReadable...)
 	s.readable = append(s.readable, filepath.Dir(program))
 	s.readable = append(s.readable, dirs...)
@@ -124,7 +128,13 @@ func (s *sandbox) start(start func() error) error {
 
 func (s *sandbox) restrictThread() error {
 	if err := dropInheritedCaps(); err != nil {
-		return fmt.Errorf("haproxy sandbox: %w", err)
+		// A seccomp filter may refuse capset; HAProxy then inherits the
+		// daemon's capabilities, which beats not serving at all.
+		s.capsOnce.Do(func() {
+			if s.log != nil {
+				s.log.Warn("HAProxy keeps the daemon's capabilities", "error", err)
+			}
+		})
 	}
 	if s.ruleset < 0 {
 		return nil

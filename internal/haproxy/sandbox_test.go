@@ -32,7 +32,7 @@ func TestSandboxReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := newSandbox(cat, configDir)
+	sb := newSandbox(nil, cat, configDir)
 	if w := sb.Warning(); w != "" {
 		if os.Getenv("CI") != "" {
 			t.Fatal(w)
@@ -85,7 +85,7 @@ func TestSandboxedCheckRefusesForeignFile(t *testing.T) {
 	if err := (&programChecker{program: prog}).Check(context.Background(), path); err != nil {
 		t.Fatalf("unrestricted haproxy -c: %v", err)
 	}
-	sb := newSandbox(prog, dir)
+	sb := newSandbox(nil, prog, dir)
 	if w := sb.Warning(); w != "" {
 		t.Fatal(w)
 	}
