@@ -1,0 +1,312 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
+)
+
+// limitsTenants is one daemon serving two namespaces: a victim whose host
+// is under load for the whole test, and an attacker.
+type limitsTenants struct {
+	t                testing.TB
+	victim, attacker *env
+	d                *daemon
+	victimPod        *testenv.Pod
+	load             *requestLoop
+}
+
+// newLimitsTenants starts the daemon on both namespaces, the victim's pod,
+// Service and Ingress for victim.test, and a request loop on it.
+func newLimitsTenants(t *testing.T, subnet int, flags ...string) *limitsTenants {
+	t.Helper()
+	v := newEnv(t)
+	a := &env{t: t, c: v.c, ns: v.c.Namespace(t)}
+	d := v.startDaemon(append([]string{"--namespace-whitelist=" + a.ns}, flags...)...)
+	vp := v.pods("victim", subnet, 1)
+	v.service("web", nil, vp[0])
+	v.ingress("web", nil, rule{host: "victim.test", path: "/", service: "web"})
+	d.expect("victim.test", "/", 200, "victim-0")
+	ap := a.pods("attacker", subnet+1, 1)
+	a.service("web", nil, ap[0])
+	tn := &limitsTenants{t: t, victim: v, attacker: a, d: d, victimPod: vp[0], load: startRequestLoop(d.httpPort, "victim.test")}
+	t.Cleanup(func() { tn.load.finish() })
+	return tn
+}
+
+// victimUnharmed stops the load and checks that no victim request failed.
+func (tn *limitsTenants) victimUnharmed() {
+	tn.t.Helper()
+	sent, failed, errs := tn.load.finish()
+	tn.t.Logf("victim load: %d requests, %d failed", sent, failed)
+	if failed > 0 || sent < 20 {
+		tn.t.Fatalf("victim: %d of %d requests failed: %v", failed, sent, errs)
+	}
+	tn.d.expect("victim.test", "/", 200, "victim-0")
+}
+
+// backendSection is the text of one backend of haproxy.cfg, "" if absent.
+func backendSection(cfg, name string) string {
+	_, rest, ok := strings.Cut(cfg, "\nbackend "+name+" ")
+	if !ok {
+		return ""
+	}
+	if i := strings.Index(rest, "\n\n"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+func basicAuth(user, pass string) map[string]string {
+	req, _ := http.NewRequest("GET", "/", nil)
+	req.SetBasicAuth(user, pass)
+	return map[string]string{"Authorization": req.Header.Get("Authorization")}
+}
+
+// TestTenantForeignSecrets: an attacker naming the victim's Secrets in
+// auth-secret and server-crt gets CrossNamespaceSecret Events, its backend
+// fails closed (auth) or drops the setting (server-crt), HAProxy never
+// gets the victim's users or certificate, and the Events name no key of
+// the victim's Secret.
+func TestTenantForeignSecrets(t *testing.T) {
+	tn := newLimitsTenants(t, 231)
+	v, a, d := tn.victim, tn.attacker, tn.d
+	v.secret("users", map[string]string{"victim-admin": cryptHash(t, "secret")})
+	a.annotate("Service", "web", map[string]string{"haproxy.org/server-crt": v.ns + "/users"})
+	a.ingress("web", map[string]string{
+		"haproxy.org/auth-type":   "basic-auth",
+		"haproxy.org/auth-secret": v.ns + "/users",
+	}, rule{host: "attacker.test", path: "/", service: "web"})
+
+	for _, ev := range []struct{ kind, key string }{{"Ingress", "auth-secret"}, {"Service", "server-crt"}} {
+		e := a.event(ev.kind, "web", "CrossNamespaceSecret")
+		if !strings.Contains(e.Message, ev.key) || strings.Contains(e.Message, "victim-admin") {
+			t.Errorf("%s Event: %q", ev.kind, e.Message)
+		}
+	}
+	d.expectWith("attacker.test", "/", basicAuth("victim-admin", "secret"), 503, "")
+	d.expectWith("attacker.test", "/", nil, 503, "")
+	cfg := d.config()
+	be := backendSection(cfg, a.ns+"_web_80")
+	if strings.Contains(cfg, "victim-admin") || be == "" || strings.Contains(be, " crt ") || strings.Contains(be, " ssl") {
+		t.Errorf("haproxy.cfg holds the victim's users or a client certificate:\n%s", cfg)
+	}
+	list, err := v.c.Admin.CoreV1().Events(a.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if strings.Contains(e.Message, "victim-admin") {
+			t.Errorf("Event %s names the victim's key: %s", e.Reason, e.Message)
+		}
+	}
+	// Its own namespace, the same Secret name: served.
+	a.secret("users", map[string]string{"alice": cryptHash(t, "wonderland")})
+	a.annotateIngress("web", map[string]string{"haproxy.org/auth-secret": "users"})
+	d.expectWith("attacker.test", "/", basicAuth("alice", "wonderland"), 200, "attacker-0")
+	tn.victimUnharmed()
+}
+
+// TestTenantExpensiveHash: an attacker's auth Secret with a hash of a
+// billion sha-crypt rounds (and one with bcrypt cost 31) is refused with
+// an Event; Basic-auth requests against it answer at once and never reach
+// crypt(3); the victim keeps being served.
+func TestTenantExpensiveHash(t *testing.T) {
+	tn := newLimitsTenants(t, 233)
+	a, d := tn.attacker, tn.d
+	const huge = "$6$rounds=999999999$saltsalt$Zx0G1Yx0iZ0jQHfl3b0h6V6Mc8o7UwZtm7q4Rj3rz9kqfG5Hq0lVZ1ZnUeT8j0dE5sN1F8M9P6l3Y2p4u6K7a."
+	const bcrypt31 = "$2b$31$abcdefghijklmnopqrstuuH2yIr6dS8iH8aQ4bWJ0qv1xYzE0u0fW"
+	a.secret("users", map[string]string{"admin": huge, "root": bcrypt31})
+	a.ingress("web", map[string]string{
+		"haproxy.org/auth-type":   "basic-auth",
+		"haproxy.org/auth-secret": "users",
+	}, rule{host: "attacker.test", path: "/", service: "web"})
+	e := a.event("Ingress", "web", "InvalidAuthSecret")
+	t.Logf("Event: %s", e.Message)
+	testenv.Eventually(t, 15*time.Second, func() error {
+		list, err := a.c.Admin.CoreV1().Events(a.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var msgs []string
+		for _, ev := range list.Items {
+			msgs = append(msgs, ev.Message)
+		}
+		all := strings.Join(msgs, "\n")
+		for _, want := range []string{"rounds=999999999 above 5000", "bcrypt cost 31 above 12"} {
+			if !strings.Contains(all, want) {
+				return fmt.Errorf("no Event says %q among:\n%s", want, all)
+			}
+		}
+		return nil
+	})
+	d.expectWith("attacker.test", "/", nil, 503, "")
+	if cfg := d.config(); strings.Contains(cfg, "rounds=999999999") || strings.Contains(cfg, "$2b$31$") {
+		t.Fatalf("haproxy.cfg holds the expensive hashes")
+	}
+	start := time.Now()
+	for i := range 20 {
+		r, err := d.getWith("attacker.test", "/", basicAuth("admin", fmt.Sprintf("guess-%d", i)))
+		if err != nil || r.status != 503 {
+			t.Fatalf("request %d: %v status %d, want 503", i, err, r.status)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("20 Basic-auth requests took %s", took)
+	}
+	tn.victimUnharmed()
+}
+
+// TestTenantRegex: backtracking regexes in path-rewrite and
+// cors-allow-origin are refused with UnsafeRegex Events and never reach
+// HAProxy; hostile paths and Origins then cost nothing; a safe rewrite
+// works.
+func TestTenantRegex(t *testing.T) {
+	tn := newLimitsTenants(t, 235)
+	a, d := tn.attacker, tn.d
+	a.ingress("web", map[string]string{
+		"haproxy.org/path-rewrite":      "(a+)+$ /x",
+		"haproxy.org/cors-enable":       "true",
+		"haproxy.org/cors-allow-origin": "^(a+)+$",
+	}, rule{host: "attacker.test", path: "/", service: "web"})
+	testenv.Eventually(t, 15*time.Second, func() error {
+		list, err := a.c.Admin.CoreV1().Events(a.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var msgs []string
+		for _, ev := range list.Items {
+			if ev.Reason == "UnsafeRegex" && ev.InvolvedObject.Kind == "Ingress" && ev.InvolvedObject.Name == "web" {
+				msgs = append(msgs, ev.Message)
+			}
+		}
+		all := strings.Join(msgs, "\n")
+		if !strings.Contains(all, "path-rewrite") || !strings.Contains(all, "cors-allow-origin") {
+			return fmt.Errorf("want UnsafeRegex Events for path-rewrite and cors-allow-origin, have %q", all)
+		}
+		return nil
+	})
+	d.expect("attacker.test", "/", 200, "attacker-0")
+	if cfg := d.config(); strings.Contains(cfg, "(a+)+") {
+		t.Fatalf("haproxy.cfg holds the unsafe regex")
+	}
+	evil := "/" + strings.Repeat("a", 4000) + "!"
+	start := time.Now()
+	for range 50 {
+		r, err := d.getWith("attacker.test", evil, map[string]string{"Origin": strings.Repeat("a", 4000) + "!"})
+		if err != nil || r.status != 200 {
+			t.Fatalf("hostile request: %v status %d", err, r.status)
+		}
+	}
+	t.Logf("50 hostile requests in %s", time.Since(start))
+
+	// A regex of the safe subset is applied.
+	a.annotateIngress("web", map[string]string{"haproxy.org/path-rewrite": `^/api/([^/]+)/(.*)$ /\2`})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(d.config(), `^/api/([^/]+)/(.*)$`) {
+			return fmt.Errorf("safe rewrite not rendered")
+		}
+		return nil
+	})
+	tn.victimUnharmed()
+}
+
+// TestTenantLimits: rate-limit-size above 1m is refused (fail closed, with
+// an Event); hard-stop-after and mworker-max-reloads are set; an attacker
+// growing haproxy.cfg past --max-config-size is kept at its last good
+// version with a ConfigTooLarge Event while the victim's own changes keep
+// applying.
+func TestTenantLimits(t *testing.T) {
+	tn := newLimitsTenants(t, 237, "--max-config-size=40000")
+	v, a, d := tn.victim, tn.attacker, tn.d
+	cfg := d.config()
+	for _, want := range []string{"hard-stop-after 30m", "mworker-max-reloads 50"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("haproxy.cfg lacks %q", want)
+		}
+	}
+
+	a.ingress("web", map[string]string{
+		"haproxy.org/rate-limit-requests": "10",
+		"haproxy.org/src-ip-header":       "X-Real-IP",
+		"haproxy.org/rate-limit-size":     "100m",
+	}, rule{host: "attacker.test", path: "/", service: "web"})
+	e := a.event("Ingress", "web", "InvalidAnnotation")
+	if !strings.Contains(e.Message, "rate-limit-size") {
+		t.Errorf("Event %q does not name rate-limit-size", e.Message)
+	}
+	d.expect("attacker.test", "/", 503, "")
+	if strings.Contains(d.config(), "size 100000000") {
+		t.Fatal("a 100m stick table was rendered")
+	}
+	a.annotateIngress("web", map[string]string{"haproxy.org/rate-limit-size": "", "haproxy.org/rate-limit-requests": "", "haproxy.org/src-ip-header": ""})
+	d.expect("attacker.test", "/", 200, "attacker-0")
+
+	// 2 x 4096 networks on the attacker's Service: about 100 kB of acl
+	// lines, over the 40 kB budget.
+	var nets []string
+	for i := range 4096 {
+		nets = append(nets, fmt.Sprintf("10.%d.%d.0/24", i/256, i%256))
+	}
+	a.annotate("Service", "web", map[string]string{
+		"haproxy.org/deny-list":  strings.Join(nets, ","),
+		"haproxy.org/allow-list": strings.Join(nets, ",") + ",127.0.0.0/8",
+	})
+	ev := a.event("Service", "web", "ConfigTooLarge")
+	t.Logf("Event: %s", ev.Message)
+	if strings.Contains(d.config(), "10.15.255.0/24") {
+		t.Fatal("the attacker's lists were rendered over the budget")
+	}
+	d.expect("attacker.test", "/", 200, "attacker-0")
+
+	// The victim's own change, a new backend, still applies.
+	v.service("web2", nil, tn.victimPod)
+	v.ingress("web-v2", nil, rule{host: "victim.test", path: "/v2", service: "web2"})
+	d.expect("victim.test", "/v2", 200, "victim-0")
+	tn.victimUnharmed()
+}
+
+// TestTenantSecretWatchCap: an attacker naming more Secrets than its
+// namespace may have watched gets SecretNotWatched Events; the victim's
+// Secrets, referenced afterwards, are still watched and served.
+func TestTenantSecretWatchCap(t *testing.T) {
+	tn := newLimitsTenants(t, 239, "--max-watched-secrets-per-namespace=3", "--max-watched-secrets=20")
+	v, a, d := tn.victim, tn.attacker, tn.d
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "flood", Namespace: a.ns}}
+	pt := networkingv1.PathTypePrefix
+	for i := range 8 {
+		host := fmt.Sprintf("h%d.attacker.test", i)
+		ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{Hosts: []string{host}, SecretName: fmt.Sprintf("missing-%d", i)})
+		ing.Spec.Rules = append(ing.Spec.Rules, networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+				Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}})
+	}
+	if _, err := a.c.Admin.NetworkingV1().Ingresses(a.ns).Create(context.Background(), ing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := a.event("Ingress", "flood", "SecretNotWatched")
+	if !strings.Contains(e.Message, "max-watched-secrets-per-namespace") {
+		t.Errorf("Event %q does not name the cap", e.Message)
+	}
+	// Its hosts are still routed (redirected to HTTPS, as spec.tls asks).
+	d.expect("h0.attacker.test", "/", 302, "")
+
+	// The victim references a Secret after the flood: watched, served.
+	v.secret("users", map[string]string{"alice": cryptHash(t, "wonderland")})
+	v.service("private", nil, tn.victimPod)
+	v.ingress("private", map[string]string{
+		"haproxy.org/auth-type":   "basic-auth",
+		"haproxy.org/auth-secret": "users",
+	}, rule{host: "private.victim.test", path: "/", service: "private"})
+	d.expectWith("private.victim.test", "/", basicAuth("alice", "wonderland"), 200, "victim-0")
+	d.expectWith("private.victim.test", "/", nil, 401, "")
+	tn.victimUnharmed()
+}
