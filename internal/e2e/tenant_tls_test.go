@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,14 +221,23 @@ func (l *tlsLoad) finish(t *testing.T, what string) {
 	}
 }
 
-// holdFor keeps load running for d more (so that what was just applied is
-// served for a while).
-func holdFor(d time.Duration) { <-time.After(d) }
+// more waits until the loop has sent n more requests: what was just
+// applied is then served for a while under load.
+func (l *tlsLoad) more(t *testing.T, n int64) {
+	t.Helper()
+	target := l.sent.Load() + n
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if got := l.sent.Load(); got < target {
+			return fmt.Errorf("%d of %d requests sent", got, target)
+		}
+		return nil
+	})
+}
 
 // tlsIngressHosts creates an Ingress routing rules (host -> service:80,
 // path /; a host mapped to "" gets a rule without paths) with the given
 // spec.tls and annotations.
-func (e *env) tlsIngressHosts(name string, rules map[string]string, tlsEntries []networkingv1.IngressTLS, annotations map[string]string) {
+func (e *env) tlsIngressHosts(name string, rules map[string]string, tlsEntries []networkingv1.IngressTLS, annotations map[string]string) *networkingv1.Ingress {
 	e.t.Helper()
 	pt := networkingv1.PathTypePrefix
 	ing := &networkingv1.Ingress{
@@ -245,17 +255,20 @@ func (e *env) tlsIngressHosts(name string, rules map[string]string, tlsEntries [
 		}
 		ing.Spec.Rules = append(ing.Spec.Rules, r)
 	}
-	if _, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).Create(context.Background(), ing, metav1.CreateOptions{}); err != nil {
+	out, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).Create(context.Background(), ing, metav1.CreateOptions{})
+	if err != nil {
 		e.t.Fatal(err)
 	}
+	return out
 }
 
 // TestTenantBadCertificate: mallory's Secrets that OpenSSL 3 refuses (a
 // leaf followed by a garbage CERTIFICATE block, an RSA-1024 key, a
 // SHA-1-signed chain) are refused with an Event on mallory's Ingress, cost
 // only mallory's hosts their certificate, and stop nothing: the victim is
-// served its certificate throughout, its new Ingress is applied, and a
-// restarted daemon and HAProxy serve it from the files on disk.
+// served its certificate throughout, its new Ingress and endpoints are
+// applied, a killed HAProxy restarts from the files on disk, and so does a
+// restarted daemon.
 func TestTenantBadCertificate(t *testing.T) {
 	victim, mallory := tenants(t)
 	ca := newTestCA(t, "Victim CA")
@@ -311,21 +324,32 @@ func TestTenantBadCertificate(t *testing.T) {
 	load.finish(t, "victim during the attack")
 	t.Logf("reloads during the attack: %d", d.reloads()-reloads)
 
-	// The files on disk load as they are, and a restarted daemon and
-	// HAProxy serve the victim from them.
+	// The files on disk load as they are: HAProxy killed is started again
+	// from them, with mallory's Secrets still there.
 	if out, err := exec.Command("/usr/sbin/haproxy", "-c", "-f", filepath.Join(d.configDir, "haproxy.cfg")).CombinedOutput(); err != nil {
 		t.Fatalf("the files on disk do not load: %v\n%s", err, out)
 	}
+	old := haproxyPIDs(d.runtimeDir)
+	if len(old) == 0 {
+		t.Fatal("no HAProxy process found")
+	}
+	for _, pid := range old {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if now := haproxyPIDs(d.runtimeDir); len(now) == 0 || now[0] == old[0] {
+			return fmt.Errorf("HAProxy not restarted yet (pids %v)", now)
+		}
+		return nil
+	})
+	expectSubject(t, port, "shop.victim.test", "shop.victim.test/victim")
+	expectSubject(t, port, "new.victim.test", "new.victim.test/victim")
+	// And so does a restarted daemon.
 	d.stop()
 	d2, _ := tenantDaemon(victim, mallory, port, d.configDir)
 	expectSubject(t, port, "shop.victim.test", "shop.victim.test/victim")
 	load = startTLSLoad(port, "shop.victim.test", "tt-v-", serialOf(shop))
-	testenv.Eventually(t, 15*time.Second, func() error {
-		if n := load.sent.Load(); n < 50 {
-			return fmt.Errorf("%d requests so far", n)
-		}
-		return nil
-	})
+	load.more(t, 50)
 	load.finish(t, "victim after the restart")
 	expectSubject(t, port, "garbage.mallory.test", generatedDefault)
 	if strings.Contains(d2.out.String(), "PRIVATE KEY") {
@@ -355,10 +379,16 @@ func TestTenantTLSHostsNotRouted(t *testing.T) {
 	evilShop := ca.issue(t, shopHost, "mallory")
 	mallory.tlsSecret("evil-shop", evilShop)
 	off := map[string]string{"haproxy.org/ssl-redirect": "false"}
-	mallory.tlsIngressHosts("squat", map[string]string{shopHost: ""},
+	squat := mallory.tlsIngressHosts("squat", map[string]string{shopHost: ""},
 		[]networkingv1.IngressTLS{{Hosts: []string{shopHost}, SecretName: "evil-shop"}}, off)
-	// Creation timestamps have a one-second resolution.
-	holdFor(1100 * time.Millisecond)
+	// Creation timestamps have a one-second resolution: the victim's
+	// Ingress must be strictly younger.
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if next := squat.CreationTimestamp.Add(time.Second); time.Now().Before(next) {
+			return fmt.Errorf("waiting for the clock to pass %s", next.Format(time.RFC3339))
+		}
+		return nil
+	})
 	shop := ca.issueRSA(t, shopHost, "victim")
 	victim.tlsSecret("shop-tls", shop)
 	victim.tlsIngress("shop", shopHost, "web", "shop-tls", nil)
@@ -383,7 +413,7 @@ func TestTenantTLSHostsNotRouted(t *testing.T) {
 	}
 	// The entry without hosts serves mallory's own routed host.
 	expectSubject(t, port, evilHost, evilHost+"/mallory")
-	holdFor(2 * time.Second)
+	load.more(t, 200)
 	load.finish(t, "victim during the attack")
 	expectRedirect(t, d, shopHost)
 	if r, err := d.get(evilHost, "/"); err != nil || r.status != 200 {
