@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,26 @@ func ModelOptions(c *config.Config) model.Options {
 		NamespaceBlacklist:    c.NamespaceBlacklist,
 		ConfigSnippets:        c.ConfigSnippets,
 		DefaultSSLCertificate: c.DefaultSSLCertificate,
+
+		AllowCrossNamespaceHosts: c.AllowCrossNamespaceHosts,
+		LocalAddresses:           localAddresses(),
 	}
+}
+
+// localAddresses are the edge host's own addresses, read when the options
+// are (at start and on reload): no endpoint may point at them.
+func localAddresses() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out
 }
 
 // WatchOptions derives what the informers watch from the daemon's options.
@@ -73,6 +93,7 @@ func HAProxyOptions(c *config.Config, log *slog.Logger) haproxy.Options {
 		StatsBindAddress:  c.StatsBindAddress,
 		StatsBindPort:     c.StatsBindPort,
 		HealthzBindPort:   c.HealthzBindPort,
+		TrustForwardedFor: c.TrustForwardedFor,
 		MinReloadInterval: c.SyncPeriod,
 		MaxConfigSize:     c.MaxConfigSize,
 		Logger:            log.With("component", "haproxy"),

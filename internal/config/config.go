@@ -36,6 +36,10 @@ type Config struct {
 	NamespaceWhitelist    []string
 	NamespaceBlacklist    []string
 	ConfigSnippets        []string
+	// AllowCrossNamespaceHosts lets several namespaces route one host;
+	// TrustForwardedFor keeps a client's X-Forwarded-For (docs/security.md).
+	AllowCrossNamespaceHosts bool
+	TrustForwardedFor        bool
 
 	HTTPBindPort    int
 	HTTPSBindPort   int
@@ -165,6 +169,8 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.Var(listFlag{&c.NamespaceWhitelist}, "namespace-whitelist", "only watch these namespaces (repeatable or comma-separated)")
 	fs.Var(listFlag{&c.NamespaceBlacklist}, "namespace-blacklist", "ignore these namespaces (repeatable or comma-separated)")
 	fs.Var(listFlag{&c.ConfigSnippets}, "config-snippets", "enable config snippets of these kinds: global, backend (default: none)")
+	fs.BoolVar(&c.AllowCrossNamespaceHosts, "allow-cross-namespace-hosts", false, "let Ingresses of different namespaces share a host (default: a host belongs to the namespace of its oldest Ingress)")
+	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "keep the X-Forwarded-For header clients send, for an edge behind trusted proxies (default: a forwarded-for backend sees only the address HAProxy saw)")
 	fs.IntVar(&c.HTTPBindPort, "http-bind-port", 80, "HTTP port")
 	fs.IntVar(&c.HTTPSBindPort, "https-bind-port", 443, "HTTPS port")
 	fs.StringVar(&c.IPv4BindAddress, "ipv4-bind-address", "0.0.0.0", "IPv4 address HAProxy binds")

@@ -113,9 +113,9 @@ var groups = []struct {
 }{
 	{"Cluster and what is served", []string{"kubeconfig", "external", "configmap", "configmap-errorfiles", "configmap-errorfile",
 		"configmap-tcp-services", "ingress.class", "empty-ingress-class", "namespace-whitelist", "namespace-blacklist",
-		"default-backend-service", "default-ssl-certificate", "config-snippets"}},
+		"default-backend-service", "default-ssl-certificate", "config-snippets", "allow-cross-namespace-hosts"}},
 	{"HAProxy", []string{"program", "config-dir", "runtime-dir", "http-bind-port", "https-bind-port", "ipv4-bind-address",
-		"ipv6-bind-address", "disable-http", "disable-https", "disable-ipv4", "disable-ipv6", "sync-period"}},
+		"ipv6-bind-address", "disable-http", "disable-https", "disable-ipv4", "disable-ipv6", "trust-forwarded-for", "sync-period"}},
 	{"Tenant limits", []string{"max-watched-secrets", "max-watched-secrets-per-namespace", "max-config-size"}},
 	{"Endpoints for operators", []string{"stats-bind-address", "stats-bind-port", "healthz-bind-port",
 		"controller-bind-address", "controller-port"}},

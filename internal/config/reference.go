@@ -56,6 +56,8 @@ var notes = map[string]string{
 	"publish-address":               "For a keepalived pair, the VIP.",
 	"disable-ingress-status-update": "No election either.",
 	"sync-period":                   "Endpoint changes go out through the Runtime API and are never delayed.",
+	"allow-cross-namespace-hosts":   "See [security.md](security.md#hosts-and-paths).",
+	"trust-forwarded-for":           "See [security.md](security.md#request-handling).",
 }
 
 // Example is the value the YAML reference shows for k: its example, else

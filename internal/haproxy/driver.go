@@ -57,6 +57,11 @@ type Options struct {
 	// address; 0 disables it.
 	HealthzBindPort int
 
+	// TrustForwardedFor keeps the X-Forwarded-For header a client sends,
+	// for an edge that sits behind proxies the operator trusts; otherwise
+	// a backend with forwarded-for gets only the address HAProxy saw.
+	TrustForwardedFor bool
+
 	// MinReloadInterval is the coalescing window: a structural change that
 	// comes sooner after the previous reload is deferred (Result.RetryAfter)
 	// while runtime-applicable changes still go out at once.

@@ -20,8 +20,15 @@ var canaryWeightRE = regexp.MustCompile(`^(100|[1-9]?[0-9])$`)
 // mapValueOK reports whether v may be a value of map name in st: a weight
 // for the canary weight map, an existing backend for every other map.
 func mapValueOK(st *state, name, v string) bool {
-	if name == model.MapCanaryWeight {
+	switch name {
+	case model.MapCanaryWeight:
 		return canaryWeightRE.MatchString(v)
+	case model.MapHostOwner:
+		return ownerValueRE.MatchString(v)
+	case model.MapExact, model.MapPrefix:
+		if v == builtin404 {
+			return true
+		}
 	}
 	return st.backends[v] != nil
 }

@@ -1,10 +1,12 @@
 package haproxy
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,10 +46,13 @@ type renderer struct {
 	// httpsBinds and certsDir serve the https frontend (tls.go).
 	httpsBinds []types.Bind
 	certsDir   string
+	// trustForwardedFor keeps a client's X-Forwarded-For (Options).
+	trustForwardedFor bool
 }
 
 func newRenderer(o Options, p paths, v Version) renderer {
-	r := renderer{adminSock: p.adminSock, mapsDir: p.mapsDir, promex: v.Features["PROMEX"], tcpHosts: tcpHosts(o)}
+	r := renderer{adminSock: p.adminSock, mapsDir: p.mapsDir, promex: v.Features["PROMEX"], tcpHosts: tcpHosts(o),
+		trustForwardedFor: o.TrustForwardedFor}
 	r.httpsBinds, r.certsDir = tlsBinds(o), filepath.Join(o.ConfigDir, certsDirName)
 	port := strconv.Itoa(o.HTTPBindPort)
 	if !o.DisableHTTP {
@@ -285,6 +290,19 @@ func (r renderer) defaults(w *cfgWriter, g model.Global) {
 	}
 }
 
+// requestHygiene are the first http-request rules of a frontend. A Host
+// with '/' or '@' is refused: HAProxy 2.6 accepts it, and routing on
+// host+path would then let "Host: a.example/app" with path "/x" reach the
+// /app backend with a path outside its prefix. X-Forwarded-Proto always
+// says how the client came in, whatever the client sent.
+func (r renderer) requestHygiene(proto string) []types.Action {
+	status := int64(400)
+	return []types.Action{
+		&httpactions.Deny{Status: &status, Cond: "if", CondTest: "{ req.hdr(host) -m sub / @ }"},
+		&httpactions.SetHeader{Name: "X-Forwarded-Proto", Fmt: proto},
+	}
+}
+
 // httpFrontend computes the backend from map lookups only, so that hosts
 // and paths never appear in haproxy.cfg. Lookup order: host+path exact,
 // host+path prefix, the same with the first host label replaced by "*",
@@ -293,7 +311,7 @@ func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string) {
 	const fe = "http"
 	w.section(parser.Frontends, fe)
 	w.set(parser.Frontends, fe, "bind", slices.Clone(r.httpBinds))
-	w.set(parser.Frontends, fe, "http-request", r.routingActions())
+	w.set(parser.Frontends, fe, "http-request", append(r.requestHygiene("http"), r.routingActions()...))
 	w.set(parser.Frontends, fe, "use_backend", []types.UseBackend{{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
 	}})
@@ -336,6 +354,13 @@ func (r renderer) backend(w *cfgWriter, b *backend) {
 	}
 	if !b.spec.TCP {
 		r.backendFeatures(w, b)
+		if b.spec.ForwardedFor && !r.trustForwardedFor {
+			// option forwardfor appends a header when the request leaves, after
+			// these rules: the client's own X-Forwarded-For would otherwise come
+			// first, where most applications read the client address. Last, so
+			// src-ip-header can still read it.
+			w.insert(parser.Backends, name, "http-request", &httpactions.DelHeader{Name: "X-Forwarded-For"})
+		}
 	}
 	servers := make([]types.Server, len(b.slots))
 	for i, s := range b.slots {
@@ -369,12 +394,43 @@ func serverLine(i int, s slot) types.Server {
 
 func serverName(i int) string { return serverPrefix + strconv.Itoa(i+1) }
 
+// maxMapLine is the longest map line written, newline included. HAProxy
+// reads map files with fgets into a buffer of tune.bufsize (16384 bytes by
+// default) and takes every piece of a longer line as an entry of its own:
+// the tail of an over-long key would become an entry for another host.
+// Half the buffer leaves room for a smaller tune.bufsize; the model's caps
+// (host 253 and path 4096 bytes) keep real entries far below it.
+const maxMapLine = 8192
+
+// ownerValueRE is a host-owner map value: "@" and a namespace.
+var ownerValueRE = regexp.MustCompile(`^@[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// checkMapLine accepts an entry that writes as exactly one map line of
+// two words: no blank, control byte (newline, CR, NUL) or quote in key or
+// value, and the whole line within maxMapLine.
+func checkMapLine(k, v string) error {
+	switch {
+	case !safeToken(k):
+		return errors.New("the key has characters a map file cannot carry")
+	case !safeToken(v):
+		return errors.New("the value has characters a map file cannot carry")
+	case len(k)+1+len(v)+1 > maxMapLine:
+		return fmt.Errorf("the line is %d bytes long, more than %d", len(k)+len(v)+2, maxMapLine)
+	}
+	return nil
+}
+
 // mapFile renders a map file: one "key value" line per entry, sorted so the
 // file is deterministic (map_str and map_beg are tree lookups in HAProxy, so
-// the order carries no meaning).
+// the order carries no meaning). It is the one writer of map files, so it
+// checks every line again and leaves out any that checkMapLine refuses
+// (desiredState has reported them).
 func mapFile(m map[string]string) []byte {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if checkMapLine(k, m[k]) != nil {
+			continue
+		}
 		b.WriteString(k)
 		b.WriteByte(' ')
 		b.WriteString(m[k])

@@ -83,14 +83,14 @@ func endpointKey(e model.Endpoint) epKey { return epKey{e.Address, e.Port} }
 // Names the renderer uses for its own sections. Model backend names are
 // lower-case, so upper-case names cannot collide with them.
 const (
-	builtin404   = "DEFAULT_404"
+	builtin404   = model.BackendNotFound
 	defaultsName = "perimeter"
 	serverPrefix = "SRV_"
 )
 
 // mapNames are the maps the http frontend loads. The canary maps are
 // always loaded, empty or not, so the first canary needs no reload.
-var mapNames = []string{model.MapExact, model.MapPrefix, model.MapCanaryBackend, model.MapCanaryWeight}
+var mapNames = []string{model.MapExact, model.MapPrefix, model.MapHostOwner, model.MapCanaryBackend, model.MapCanaryWeight}
 
 var (
 	backendNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,199}$`)
@@ -239,8 +239,8 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 		m := map[string]string{}
 		for k, v := range want.Maps[name] {
 			switch {
-			case !safeToken(k):
-				reject(routeRef(want, k), "map %s: key %q has characters a map file cannot carry", name, k)
+			case checkMapLine(k, v) != nil:
+				reject(routeRef(want, k), "map %s: entry %.80q: %v; dropped", name, k, checkMapLine(k, v))
 			case !mapValueOK(st, name, v):
 				reject(routeRef(want, k), "map %s: key %q: value %q is not a backend that exists", name, k, v)
 			default:

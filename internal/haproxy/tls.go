@@ -242,21 +242,35 @@ func cmpOr(v, dflt string) string {
 }
 
 // routingActions are the http-request rules that pick the backend from the
-// maps, shared by the http and https frontends so both route alike.
+// maps, shared by the http and https frontends so both route alike (the
+// order is model.Match's). A host in the host-owner map keeps its requests
+// within its owner's namespace: the wildcard tier only when the wildcard
+// has the same owner, and the owner's own host-less rules ("@ns/path"
+// keys) instead of everyone's.
 func (r renderer) routingActions() []types.Action {
-	exact, prefix := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix)
+	exact, prefix, owners := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix), r.mapPath(model.MapHostOwner)
 	notFound := "!{ var(txn.backend) -m found }"
+	unowned := notFound + " !{ var(txn.owner) -m found }"
+	owned := notFound + " { var(txn.owner) -m found }"
 	return append([]types.Action{
-		setVar("host", "req.hdr(host),field(1,:),lower", ""),
+		// A trailing dot names the same host (FQDN form).
+		setVar("host", "req.hdr(host),field(1,:),lower,regsub([.]$,)", ""),
 		setVar("path", "path", ""),
 		setVar("hostpath", "var(txn.host),concat(,txn.path)", ""),
 		setVar("backend", "var(txn.hostpath),map_str("+exact+")", ""),
 		setVar("backend", "var(txn.hostpath),map_beg("+prefix+")", notFound),
-		setVar("wildcard", "var(txn.host),regsub(^[^.]*,*),concat(,txn.path)", notFound),
+		setVar("whost", "var(txn.host),regsub(^[^.]*,*)", notFound),
+		setVar("owner", "var(txn.host),map_str("+owners+")", notFound),
+		setVar("wowner", "var(txn.whost),map_str("+owners+")", notFound),
+		setVar("wildcard", "var(txn.whost),concat(,txn.path)", unowned),
+		setVar("wildcard", "var(txn.whost),concat(,txn.path)", notFound+" { var(txn.wowner),strcmp(txn.owner) eq 0 }"),
 		setVar("backend", "var(txn.wildcard),map_str("+exact+")", notFound),
 		setVar("backend", "var(txn.wildcard),map_beg("+prefix+")", notFound),
-		setVar("backend", "var(txn.path),map_str("+exact+")", notFound),
-		setVar("backend", "var(txn.path),map_beg("+prefix+")", notFound),
+		setVar("owner", "var(txn.wowner)", unowned),
+		setVar("nohost", "var(txn.path)", unowned),
+		setVar("nohost", "var(txn.owner),concat(,txn.path)", owned),
+		setVar("backend", "var(txn.nohost),map_str("+exact+")", notFound),
+		setVar("backend", "var(txn.nohost),map_beg("+prefix+")", notFound),
 	}, r.canaryActions()...)
 }
 
@@ -334,7 +348,7 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 		// verification unless told otherwise; only a missing one passes.
 		rules = append(rules, &httpactions.Deny{Cond: "if", CondTest: "{ ssl_c_used } !{ ssl_c_verify 0 }"})
 	}
-	rules = append(rules, &httpactions.SetHeader{Name: "X-Forwarded-Proto", Fmt: "https"})
+	rules = append(rules, r.requestHygiene("https")...)
 	rules = append(rules, r.routingActions()...)
 	w.set(parser.Frontends, fe, "http-request", rules)
 	w.set(parser.Frontends, fe, "use_backend", []types.UseBackend{{

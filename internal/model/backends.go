@@ -159,6 +159,11 @@ func (b *builder) endpoints(svc *corev1.Service, sp corev1.ServicePort) []Endpoi
 					"address %q is not a plain %s address; the endpoint is ignored", ep.Addresses[0], sl.AddressType)
 				continue
 			}
+			if why := b.refusedEndpoint(addr); why != "" {
+				b.problem(serviceRef(svc.Namespace, svc.Name), ReasonInvalidEndpoint,
+					"endpoint address %s is %s; it is not used (the Service's other endpoints still serve)", addr, why)
+				continue
+			}
 			// netip refuses non-canonical IPv4 (leading zeros), so a parsed
 			// IPv4 string is already canonical and need not be rebuilt.
 			text := ep.Addresses[0]
@@ -234,4 +239,28 @@ func endpointState(c discoveryv1.EndpointConditions) (draining, serve bool) {
 		return true, true
 	}
 	return false, false
+}
+
+// thisNetwork is 0.0.0.0/8: as a destination, Linux treats it as this host.
+var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+
+// refusedEndpoint says why HAProxy must never connect to addr, or "": an
+// EndpointSlice writer could otherwise point a backend at the edge itself
+// (the daemon's and HAProxy's local ports, a request loop through HAProxy)
+// or at a link-local service such as cloud metadata (169.254.169.254).
+func (b *builder) refusedEndpoint(addr netip.Addr) string {
+	a := addr.Unmap()
+	switch {
+	case a.IsLoopback():
+		return "a loopback address"
+	case a.IsUnspecified() || a.Is4() && thisNetwork.Contains(a):
+		return "an unspecified address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	case a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "a multicast or broadcast address"
+	case slices.Contains(b.o.LocalAddresses, a):
+		return "an address of the edge host itself"
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,6 +98,12 @@ type builder struct {
 
 	backends map[string]*backendState
 	claims   map[routeKey]claim
+	// hostOwners is the namespace of the oldest Ingress routing each host
+	// (wildcards included, "" never).
+	hostOwners map[string]string
+	// nsDefaults are the namespaces' own default backends: the oldest
+	// spec.defaultBackend of each namespace.
+	nsDefaults map[string]string
 }
 
 func newBuilder(s *Snapshot, o Options) *builder {
@@ -115,6 +122,9 @@ func newBuilder(s *Snapshot, o Options) *builder {
 		svcValues: map[*corev1.Service]values{},
 		backends:  make(map[string]*backendState, len(s.Ingresses)),
 		claims:    make(map[routeKey]claim, len(s.Ingresses)),
+
+		hostOwners: map[string]string{},
+		nsDefaults: map[string]string{},
 	}
 	// Services and slices are not filtered by namespace: only Ingresses
 	// reach them, always in their own namespace, which was filtered; the
@@ -189,6 +199,9 @@ func (b *builder) servedIngresses() []*networkingv1.Ingress {
 }
 
 // ingressRules claims the Ingress's rules and registers their backends.
+// A host belongs to the namespace of the oldest Ingress that routes it;
+// rules of other namespaces for that host are refused, unless the operator
+// allows sharing hosts across namespaces.
 func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 	ref := ingressRef(ing)
 	for _, rule := range ing.Spec.Rules {
@@ -201,10 +214,14 @@ func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 		if rule.HTTP == nil {
 			continue
 		}
+		if owner, ok := b.hostOwners[rule.Host]; ok && rule.Host != "" && owner != ing.Namespace && !b.o.AllowCrossNamespaceHosts {
+			b.problem(ref, ReasonRuleConflict, "host %q is taken by another namespace; the rules for it are ignored", rule.Host)
+			continue
+		}
 		for _, p := range rule.HTTP.Paths {
 			path, typ, err := servedPath(p.Path, p.PathType)
 			if err != nil {
-				b.problem(ref, ReasonInvalidPath, "host %q path %q: %v; the path is ignored", rule.Host, p.Path, err)
+				b.problem(ref, ReasonInvalidPath, "host %q path %q: %v; the path is ignored", rule.Host, shortPath(p.Path), err)
 				continue
 			}
 			name, port, ok := b.backendName(ref, p.Backend)
@@ -214,9 +231,12 @@ func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 			key := routeKey{rule.Host, path, typ}
 			if c, taken := b.claims[key]; taken {
 				switch {
+				case c.ing.Namespace != ing.Namespace:
+					b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) is already served by another namespace; this rule is ignored",
+						rule.Host, path, typ)
 				case c.ing != ing:
-					b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) is already served by older Ingress %s/%s; this rule is ignored",
-						rule.Host, path, typ, c.ing.Namespace, c.ing.Name)
+					b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) is already served by older Ingress %s; this rule is ignored",
+						rule.Host, path, typ, c.ing.Name)
 				case c.backend != name:
 					b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) appears twice with different backends; the first (%s) is used",
 						rule.Host, path, typ, c.backend)
@@ -224,6 +244,9 @@ func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 				continue
 			}
 			b.claims[key] = claim{ing: ing, backend: name}
+			if _, ok := b.hostOwners[rule.Host]; !ok && rule.Host != "" {
+				b.hostOwners[rule.Host] = ing.Namespace
+			}
 			b.useBackend(name, ing.Namespace, p.Backend.Service.Name, port, ing)
 			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: rule.Host, Path: path, PathType: typ, Backend: name})
 		}
@@ -284,10 +307,14 @@ func (b *builder) useBackend(name, ns, svc string, port networkingv1.ServiceBack
 	return st
 }
 
-// defaultBackend picks the backend for requests no rule matches: the oldest
-// Ingress spec.defaultBackend, else --default-backend-service, else none.
+// defaultBackend picks the backend for requests no rule matches:
+// --default-backend-service when set (a tenant never overrides the
+// operator), else the oldest Ingress spec.defaultBackend, else none. Each
+// namespace's oldest spec.defaultBackend is also that namespace's own
+// default: the hosts it owns fall back to it (buildMaps).
 func (b *builder) defaultBackend(ings []*networkingv1.Ingress) {
 	var winner *networkingv1.Ingress
+	nsWinner := map[string]*networkingv1.Ingress{}
 	for _, ing := range ings {
 		db := ing.Spec.DefaultBackend
 		if db == nil {
@@ -298,17 +325,28 @@ func (b *builder) defaultBackend(ings []*networkingv1.Ingress) {
 		if !ok {
 			continue
 		}
+		if older := nsWinner[ing.Namespace]; older != nil {
+			b.problem(ref, ReasonDefaultBackendConflict, "spec.defaultBackend ignored: older Ingress %s sets this namespace's default backend (%s)",
+				older.Name, b.nsDefaults[ing.Namespace])
+			continue
+		}
+		nsWinner[ing.Namespace] = ing
+		b.nsDefaults[ing.Namespace] = name
+		b.useBackend(name, ing.Namespace, db.Service.Name, port, ing)
+		if b.o.DefaultBackendService != "" {
+			continue
+		}
 		if winner != nil {
-			b.problem(ref, ReasonDefaultBackendConflict, "spec.defaultBackend ignored: older Ingress %s/%s sets the default backend (%s)",
-				winner.Namespace, winner.Name, b.d.DefaultBackend)
+			if !b.o.AllowCrossNamespaceHosts {
+				b.problem(ref, ReasonDefaultBackendConflict, "spec.defaultBackend answers only for the hosts of this namespace: another namespace sets the default backend for other requests")
+			}
 			continue
 		}
 		winner = ing
-		b.useBackend(name, ing.Namespace, db.Service.Name, port, ing)
 		b.d.DefaultBackend = name
 		b.d.DefaultSource = ref
 	}
-	if winner != nil || b.o.DefaultBackendService == "" {
+	if b.o.DefaultBackendService == "" {
 		return
 	}
 	// No object to attach an Event to: the problem is only logged.
@@ -385,6 +423,57 @@ func (b *builder) buildMaps() {
 			exact[r.Host+r.Path] = r.Backend
 		}
 		prefix[r.Host+r.Path+"/"] = r.Backend
+	}
+	if !b.o.AllowCrossNamespaceHosts {
+		b.ownerMaps(exact, prefix)
+	}
+}
+
+// ownerMaps keep the requests for a host within its owner's namespace: the
+// host-owner map names each routed host's namespace as "@<namespace>",
+// and every namespace's host-less rules are repeated under keys
+// "@<namespace>/path", which the frontend looks up instead of the plain
+// host-less keys for a host that has an owner. An owner namespace's hosts
+// then fall back to its own default backend, or to the operator's, never to
+// another namespace's.
+func (b *builder) ownerMaps(exact, prefix map[string]string) {
+	if len(b.hostOwners) == 0 {
+		return
+	}
+	owners := make(map[string]string, len(b.hostOwners))
+	for h, ns := range b.hostOwners {
+		owners[h] = "@" + ns
+	}
+	b.d.Maps[MapHostOwner] = owners
+	for _, r := range b.d.Routes {
+		if r.Host != "" {
+			continue
+		}
+		key := "@" + r.Ingress.Namespace + r.Path
+		switch {
+		case r.PathType == PathExact:
+			exact[key] = r.Backend
+		case r.Path == "/":
+			prefix[key] = r.Backend
+		default:
+			if _, taken := exact[key]; !taken {
+				exact[key] = r.Backend
+			}
+			prefix[key+"/"] = r.Backend
+		}
+	}
+	for _, ns := range slices.Sorted(maps.Values(b.hostOwners)) {
+		key := "@" + ns + "/"
+		if _, ok := prefix[key]; ok {
+			continue
+		}
+		switch {
+		case b.nsDefaults[ns] != "":
+			prefix[key] = b.nsDefaults[ns]
+		case b.d.DefaultSource.Namespace != "" && b.d.DefaultSource.Namespace != ns:
+			// The global default is another namespace's backend.
+			prefix[key] = BackendNotFound
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 func TestRuleConflicts(t *testing.T) {
 	svcs := []*corev1.Service{
 		service("a", "svc", svcPort("", 80, 8080)), service("b", "svc", svcPort("", 80, 8080)),
+		service("a", "svc2", svcPort("", 80, 8080)),
 	}
 	tests := []struct {
 		name     string
@@ -47,19 +48,29 @@ func TestRuleConflicts(t *testing.T) {
 			name: "different types do not conflict",
 			ings: []*networkingv1.Ingress{
 				ingress("a", "prefix", 1, rule("x.example", path("/api", "Prefix", "svc", 80))),
-				ingress("b", "exact", 5, rule("x.example", path("/api", "Exact", "svc", 80))),
+				ingress("a", "exact", 5, rule("x.example", path("/api", "Exact", "svc2", 80))),
 			},
 			request: "/api",
-			want:    "b_svc_80", // Exact owns the exact key though it is younger
+			want:    "a_svc2_80", // Exact owns the exact key though it is younger
 		},
 		{
-			name: "shared host merges",
+			name: "shared host merges within a namespace",
 			ings: []*networkingv1.Ingress{
 				ingress("a", "api", 1, rule("x.example", path("/api", "Prefix", "svc", 80))),
-				ingress("b", "web", 5, rule("x.example", path("/", "Prefix", "svc", 80))),
+				ingress("a", "web", 5, rule("x.example", path("/", "Prefix", "svc2", 80))),
 			},
 			request: "/web",
-			want:    "b_svc_80",
+			want:    "a_svc2_80",
+		},
+		{
+			name: "another namespace cannot add rules to a host",
+			ings: []*networkingv1.Ingress{
+				ingress("a", "api", 1, rule("x.example", path("/api", "Prefix", "svc", 80))),
+				ingress("b", "web", 5, rule("x.example", path("/", "Prefix", "svc", 80), path("/api", "Exact", "svc", 80))),
+			},
+			request:  "/api",
+			want:     "a_svc_80",
+			problems: []string{"Ingress b/web RuleConflict"},
 		},
 		{
 			name: "duplicate rule within one Ingress, different backends",
@@ -119,8 +130,9 @@ func TestDefaultBackend(t *testing.T) {
 		source   string
 		problems []string
 	}{
-		{"oldest Ingress wins", []*networkingv1.Ingress{young, old}, "sys/fallback", "b_two_http", "b/old",
+		{"oldest Ingress wins", []*networkingv1.Ingress{young, old}, "", "b_two_http", "b/old",
 			[]string{"Ingress a/young DefaultBackendConflict"}},
+		{"the flag beats every Ingress", []*networkingv1.Ingress{young, old}, "sys/fallback", "sys_fallback_8080", "", nil},
 		{"flag, first port", nil, "sys/fallback", "sys_fallback_8080", "", nil},
 		{"none", nil, "", "", "", nil},
 		{"flag names a missing Service", nil, "sys/missing", "", "", []string{"Service sys/missing ServiceNotFound"}},

@@ -81,13 +81,25 @@ func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-// checkPath accepts an absolute RFC 3986 path. Like the API server's check
+// MaxPathLength caps a rule's path. HAProxy reads map files in pieces of
+// tune.bufsize (16 KiB) and takes every piece of a longer line as an entry
+// of its own, so an unbounded path could smuggle an entry for another host
+// into the maps. A host (at most 253 bytes) plus this cap, a backend name
+// and a separator stay far below that limit, and no real application
+// routes on longer paths.
+const MaxPathLength = 4096
+
+// checkPath accepts an absolute RFC 3986 path of at most MaxPathLength
+// bytes. Like the API server's check
 // for Exact and Prefix paths it refuses dot segments, "//" and an encoded
 // "/", which would let a request slip past a prefix; here it applies to
 // every path type, since ImplementationSpecific is served as Prefix.
 func checkPath(p string) error {
 	if !strings.HasPrefix(p, "/") {
 		return errors.New("must start with '/'")
+	}
+	if len(p) > MaxPathLength {
+		return fmt.Errorf("%d bytes long, more than %d", len(p), MaxPathLength)
 	}
 	for i := 0; i < len(p); i++ {
 		c := p[i]
@@ -143,4 +155,13 @@ func servedPath(p string, pt *networkingv1.PathType) (string, PathType, error) {
 		}
 	}
 	return p, typ, nil
+}
+
+// shortPath keeps a path short enough for an Event message.
+func shortPath(p string) string {
+	const keep = 64
+	if len(p) <= keep {
+		return p
+	}
+	return p[:keep] + "..."
 }

@@ -10,15 +10,23 @@ import (
 // order, first hit wins:
 //
 //  1. host+path in MapExact, then the longest host+path prefix in MapPrefix;
-//  2. the same with the wildcard host "*.<rest>" (first label replaced);
-//  3. the same with no host (rules without a host);
+//  2. the same with the wildcard host "*.<rest>" (first label replaced),
+//     unless the host has an owner (MapHostOwner) other than the
+//     wildcard's;
+//  3. the same with no host: the rules without a host, or, when the host
+//     (else its wildcard) has an owner, that namespace's host-less rules
+//     and default ("@<namespace>" keys);
 //  4. DefaultBackend.
 //
-// host may carry a port and any case; path may carry a query. The route
-// returned for the default backend has no Host, Path or PathType. Match
-// reports false when nothing matches and there is no default backend (the
-// built-in 404).
+// host may carry a port, a trailing dot and any case; path may carry a
+// query. A host with a '/' or '@' is refused (HAProxy answers 400). The
+// route returned for the default backend has no Host, Path or PathType.
+// Match reports false when nothing matches and there is no default backend
+// (the built-in 404).
 func Match(d *Desired, host, path string) (Route, bool) {
+	if strings.ContainsAny(host, "/@") {
+		return Route{}, false
+	}
 	host = requestHost(host)
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
@@ -26,23 +34,40 @@ func Match(d *Desired, host, path string) (Route, bool) {
 	if path == "" {
 		path = "/"
 	}
+	owners := d.Maps[MapHostOwner]
+	owner, owned := "", false
 	if host != "" {
-		if r, ok := lookup(d, host, path); ok {
-			return r, true
+		if r, ok := lookup(d, host, "", path); ok {
+			return found(r)
 		}
+		owner, owned = owners[host]
 		if w := wildcardHost(host); w != "" {
-			if r, ok := lookup(d, w, path); ok {
-				return r, true
+			wowner, wowned := owners[w]
+			if !owned || wowned && wowner == owner {
+				if r, ok := lookup(d, w, "", path); ok {
+					return found(r)
+				}
+			}
+			if !owned && wowned {
+				owner, owned = wowner, true
 			}
 		}
 	}
-	if r, ok := lookup(d, "", path); ok {
-		return r, true
+	if r, ok := lookup(d, "", owner, path); ok {
+		return found(r)
 	}
 	if d.DefaultBackend != "" {
 		return Route{Ingress: d.DefaultSource, Backend: d.DefaultBackend}, true
 	}
 	return Route{}, false
+}
+
+// found turns a hit on BackendNotFound into no match.
+func found(r Route) (Route, bool) {
+	if r.Backend == BackendNotFound {
+		return Route{}, false
+	}
+	return r, true
 }
 
 // requestHost lower-cases a Host header and strips its port, keeping the
@@ -56,9 +81,9 @@ func requestHost(h string) string {
 		return h
 	}
 	if i := strings.IndexByte(h, ':'); i >= 0 {
-		return h[:i]
+		h = h[:i]
 	}
-	return h
+	return strings.TrimSuffix(h, ".")
 }
 
 // wildcardHost is the wildcard that matches h ("a.b.c" -> "*.b.c"), or ""
@@ -73,9 +98,13 @@ func wildcardHost(h string) string {
 
 // lookup is one host tier: exact key, then longest prefix key. Every
 // MapPrefix key ends with '/', so only the prefixes of the request that end
-// at a '/' can match.
-func lookup(d *Desired, host, path string) (Route, bool) {
-	key := host + path
+// at a '/' can match. With host "", keyHost is "" (every host-less rule) or
+// "@<namespace>" (one namespace's).
+func lookup(d *Desired, host, keyHost, path string) (Route, bool) {
+	if host != "" {
+		keyHost = host
+	}
+	key := keyHost + path
 	if be, ok := d.Maps[MapExact][key]; ok {
 		if r, ok := findRoute(d, host, path, PathExact); ok && r.Backend == be {
 			return r, true
@@ -86,7 +115,7 @@ func lookup(d *Desired, host, path string) (Route, bool) {
 		return Route{Host: host, Path: path, Backend: be}, true
 	}
 	prefix := d.Maps[MapPrefix]
-	for i := len(key) - 1; i >= len(host); i-- {
+	for i := len(key) - 1; i >= len(keyHost); i-- {
 		if key[i] != '/' {
 			continue
 		}
@@ -94,7 +123,7 @@ func lookup(d *Desired, host, path string) (Route, bool) {
 		if !ok {
 			continue
 		}
-		p := key[len(host):i]
+		p := key[len(keyHost):i]
 		if p == "" {
 			p = "/"
 		}

@@ -151,12 +151,18 @@ func TestMapEncoding(t *testing.T) {
 			"foo.bar/x":       "ns_x_80",
 			"*.example.com/w": "ns_w_http",
 			"/api":            "ns_noh_80",
+			"@ns/api":         "ns_noh_80",
 		},
 		MapPrefix: {
 			"foo.bar/api/":     "ns_api_80",
 			"foo.bar/":         "ns_root_80",
 			"*.example.com/w/": "ns_w_http",
 			"/api/":            "ns_nohp_80",
+			"@ns/api/":         "ns_nohp_80",
+		},
+		MapHostOwner: {
+			"foo.bar":       "@ns",
+			"*.example.com": "@ns",
 		},
 	}
 	for name, m := range want {

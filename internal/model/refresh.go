@@ -35,10 +35,11 @@ func RefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[Servic
 	if s == nil {
 		s = &Snapshot{}
 	}
-	// Problems on EndpointSlices come from the endpoints themselves; which
-	// of them still hold is only known by looking at every slice again.
+	// Problems on EndpointSlices and refused endpoint addresses come from
+	// the endpoints themselves; which of them still hold is only known by
+	// looking at every slice again.
 	for _, p := range prev.Problems {
-		if p.Object.Kind == kindEndpointSlice {
+		if p.Object.Kind == kindEndpointSlice || p.Reason == ReasonInvalidEndpoint {
 			return Build(s, o)
 		}
 	}

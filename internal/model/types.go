@@ -5,6 +5,7 @@
 package model
 
 import (
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,15 @@ type Options struct {
 	// daemon generates it at start, the model never does (tls.go).
 	DefaultSSLCertificate string
 	DefaultCertificate    []byte
+	// AllowCrossNamespaceHosts is --allow-cross-namespace-hosts: Ingresses
+	// of several namespaces may share a host (oldest rule wins per path),
+	// and requests for a host fall through to any namespace's wildcard and
+	// host-less rules. Off, a host belongs to the namespace of its oldest
+	// Ingress.
+	AllowCrossNamespaceHosts bool
+	// LocalAddresses are the edge host's own addresses: endpoints never
+	// point at them (backends.go).
+	LocalAddresses []netip.Addr
 }
 
 // Controller is the IngressClass spec.controller prefix we answer to,
@@ -69,7 +79,15 @@ const Controller = "haproxy.org/ingress-controller"
 const (
 	MapExact  = "path-exact"  // exact lookups: Exact paths and Prefix paths themselves
 	MapPrefix = "path-prefix" // map_beg lookups: Prefix paths with a trailing "/"
+	// MapHostOwner maps each routed host (wildcards included) to
+	// "@<namespace>" of its owner. Keys "@<namespace>/path" in MapExact and
+	// MapPrefix hold that namespace's host-less rules and default.
+	MapHostOwner = "host-owner"
 )
+
+// BackendNotFound is the map value that answers 404: the backend HAProxy's
+// configuration always has for unmatched requests.
+const BackendNotFound = "DEFAULT_404"
 
 // Desired is the whole HAProxy state the daemon wants.
 type Desired struct {
