@@ -26,19 +26,19 @@ import (
 // namespace, a victim in another, one daemon serving both, load running on
 // the victim throughout.
 
-// tenants is a victim and an attacker namespace served by one daemon.
-type tenants struct {
+// routingTenants is a victim and an attacker namespace served by one daemon.
+type routingTenants struct {
 	victim, attacker *env
 }
 
-func newTenants(t *testing.T) *tenants {
+func newRoutingTenants(t *testing.T) *routingTenants {
 	t.Helper()
 	v := newEnv(t)
-	return &tenants{victim: v, attacker: &env{t: t, c: v.c, ns: v.c.Namespace(t)}}
+	return &routingTenants{victim: v, attacker: &env{t: t, c: v.c, ns: v.c.Namespace(t)}}
 }
 
 // start runs the daemon on both namespaces.
-func (tn *tenants) start(extra ...string) *daemon {
+func (tn *routingTenants) start(extra ...string) *daemon {
 	return tn.victim.startDaemon(append([]string{"--namespace-whitelist=" + tn.attacker.ns}, extra...)...)
 }
 
@@ -127,7 +127,7 @@ func (e *env) eventMessages(kind, name, reason string) []string {
 // unmatched paths go to the operator's default backend, and the attacker
 // gets an Event that names nothing of the victim's.
 func TestTenantHostTakeover(t *testing.T) {
-	tn := newTenants(t)
+	tn := newRoutingTenants(t)
 	v, a := tn.victim, tn.attacker
 	vp, ap, fp := v.pods("ht-v", 161, 1), a.pods("ht-a", 162, 1), v.pods("ht-f", 163, 1)
 	v.service("web", nil, vp[0])
@@ -201,7 +201,7 @@ func TestTenantHostTakeover(t *testing.T) {
 // victim's /login is still the victim's and no map line is longer than
 // HAProxy reads in one piece.
 func TestTenantLongPath(t *testing.T) {
-	tn := newTenants(t)
+	tn := newRoutingTenants(t)
 	v, a := tn.victim, tn.attacker
 	vp, ap := v.pods("lp-v", 164, 1), a.pods("lp-a", 165, 2)
 	v.service("web", nil, vp[0])
@@ -256,7 +256,7 @@ func TestTenantLongPath(t *testing.T) {
 // refuses loopback, link-local and unspecified endpoint addresses; the
 // model's unit test covers those.)
 func TestTenantEndpointAddresses(t *testing.T) {
-	tn := newTenants(t)
+	tn := newRoutingTenants(t)
 	v, a := tn.victim, tn.attacker
 	vp, ap := v.pods("ea-v", 166, 1), a.pods("ea-a", 167, 1)
 	// The pod's link address on this side is one of the edge's own, as the
@@ -303,7 +303,7 @@ func TestTenantEndpointAddresses(t *testing.T) {
 // X-Forwarded-Proto says how the client came; a client's X-Forwarded-For
 // does not reach a forwarded-for backend.
 func TestTenantRequestQuirks(t *testing.T) {
-	tn := newTenants(t)
+	tn := newRoutingTenants(t)
 	v, a := tn.victim, tn.attacker
 	app, root := feEchoPod(t, "rq-app", 168, 10), feEchoPod(t, "rq-root", 168, 11)
 	ap := a.pods("rq-a", 169, 1)
