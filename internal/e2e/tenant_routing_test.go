@@ -135,7 +135,7 @@ func TestTenantHostTakeover(t *testing.T) {
 	a.service("web", nil, ap[0])
 	d := tn.start("--default-backend-service=" + v.ns + "/fallback")
 
-	v.ingress("shop", nil,
+	shop := v.ingress("shop", nil,
 		rule{host: "shop.example.com", path: "/", service: "web"},
 		rule{host: "app.example.com", path: "/app", service: "web"})
 	d.expect("shop.example.com", "/login", 200, "ht-v-0")
@@ -144,6 +144,14 @@ func TestTenantHostTakeover(t *testing.T) {
 	load := startVictimLoop(d, "shop.example.com", "ht-v-0", "/", "/login", "/login/x")
 	appLoad := startVictimLoop(d, "app.example.com", "ht-v-0", "/app", "/app/x")
 
+	// creationTimestamp has one-second steps: the attacker comes in a later
+	// second, or the namespaces' names would decide.
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if !time.Now().After(shop.CreationTimestamp.Add(time.Second)) {
+			return fmt.Errorf("still the victim's second")
+		}
+		return nil
+	})
 	exact := networkingv1.PathTypeExact
 	grab := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "grab", Namespace: a.ns}}
 	grab.Spec.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
