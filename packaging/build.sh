@@ -34,6 +34,10 @@ export PKG_BUILD="$build"
 date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
 "$GO" run ./packaging/docgen -version "$PKG_VERSION" -date "$date" >"$build/perimeter.8"
 gzip -n -9 -c "$build/perimeter.8" >"$build/perimeter.8.gz"
+# The binary links Go modules under other licenses (BSD, MIT, Apache-2.0
+# with NOTICE files): their terms ship with it, verbatim.
+"$GO" run ./packaging/docgen -licenses "$build/licenses" "$build/perimeter"
+find "$build/licenses" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 # Every key commented out at its default, from the daemon's own reference.
 "$build/perimeter" config-reference --format=yaml >"$build/perimeter.yaml"
 

@@ -1,8 +1,10 @@
 // Command docgen writes the man page perimeter(8) from the daemon's flags
 // and configuration keys (config.Keys), at package build time, so that it
-// cannot drift from the code.
+// cannot drift from the code; and it collects the licenses of the Go modules
+// linked into the static binary, whose notices must ship with it.
 //
 //	go run ./packaging/docgen -version 1.2.3 -date 2026-11-25 >perimeter.8
+//	go run ./packaging/docgen -licenses DIR path/to/perimeter
 //
 // The other generated file of the packages, the commented default
 // /etc/perimeter/perimeter.yaml, is `perimeter config-reference --format=yaml`.
@@ -24,7 +26,15 @@ import (
 func main() {
 	version := flag.String("version", "", "version named in the man page")
 	date := flag.String("date", "", "date of the man page, YYYY-MM-DD (default: $SOURCE_DATE_EPOCH, else today)")
+	licenses := flag.String("licenses", "", "instead of the man page: copy the license and notice files of every module linked into the binary given as argument into this directory")
 	flag.Parse()
+	if *licenses != "" {
+		if err := copyLicenses(flag.Arg(0), *licenses); err != nil {
+			fmt.Fprintln(os.Stderr, "docgen:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	d := *date
 	if d == "" {
 		d = sourceDate().Format("2006-01-02")
