@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -43,7 +44,7 @@ var ownSecretRule = &tenantRule{
 	},
 }
 
-var safeRegexDoc = "On an Ingress the regex must be in the safe subset of docs/security.md (no quantified groups other than `(...)?`, no ambiguous adjacent repetitions, at most " + fmt.Sprint(maxTenantRegexLen) + " characters)."
+var safeRegexDoc = "On an Ingress the regex must be in the safe subset of docs/security.md (no quantified groups other than `(...)?`, no ambiguous adjacent repetitions, anchored with ^ unless its only repetition is a final .*, at most " + fmt.Sprint(maxTenantRegexLen) + " characters)."
 
 // tenantRules are the settings with a tenant rule, by name. Settings of
 // other files get theirs here so the whole policy reads in one place.
@@ -99,9 +100,14 @@ func (s Setting) TenantRestriction() string {
 //   - two repetitions (any quantifier but an exact {n}) may only follow
 //     each other when what lies between them forces the first to stop: a
 //     mandatory character the first cannot match, or a repetition of at
-//     least one character of a set disjoint from it. So `^/api/(.*)` and
-//     `^/([^/]+)/(.*)` are accepted, `(a+)+`, `a*a*`, `.*.*` and
-//     `^/(.*)/(.*)$` are not.
+//     least one character of a set disjoint from it;
+//   - a pattern not anchored with ^ is tried at every position, as if it
+//     began with .*?: it may hold no repetition but a final one;
+//   - a final .* (or .+) is exempt: paths and header values hold no
+//     newline, so it always matches the rest and is never backtracked.
+//
+// So `/api/(.*)`, `^/api/v[0-9]+/(.*)`, `^/([^/]+)/(.*)` and `^/(.*)/(.*)$`
+// are accepted, `(a+)+`, `a*a*`, `^.*.*=.*` and `/v[0-9]+/(.*)` are not.
 const (
 	maxTenantRegexLen = 256
 	maxOptionalGroups = 4
@@ -116,6 +122,32 @@ type reNode struct {
 	alts     [][]reNode
 	group    bool
 	zero     bool // assertion: ^ $ \b \B
+	// tail marks a final .* (or .+): paths and header values hold no
+	// newline, so it always matches the rest and is never backtracked into.
+	tail bool
+}
+
+var anyButNewline = []rune{0, '\n' - 1, '\n' + 1, unicode.MaxRune}
+
+// markTail finds a final repetition of '.' (past trailing assertions and
+// into a last plain group) and marks it.
+func markTail(alts [][]reNode) {
+	if len(alts) != 1 {
+		return
+	}
+	seq := alts[0]
+	for i := len(seq) - 1; i >= 0; i-- {
+		n := &seq[i]
+		switch {
+		case n.zero:
+			continue
+		case n.group && !n.variable():
+			markTail(n.alts)
+		case !n.group && n.max == -1 && slices.Equal(n.set, anyButNewline):
+			n.tail = true
+		}
+		return
+	}
 }
 
 func (n reNode) variable() bool { return n.min != n.max }
@@ -140,7 +172,14 @@ func checkSafeRegex(re string) error {
 	if p.optional > maxOptionalGroups {
 		return fmt.Errorf("regex not in the safe subset: more than %d optional groups", maxOptionalGroups)
 	}
-	if _, err := ambiguity([]reNode{top}, nil); err != nil {
+	markTail(alts)
+	// PCRE2 tries an unanchored pattern at every position: as if it began
+	// with .*?, which any repetition overlaps.
+	var pending []rune
+	if !strings.HasPrefix(re, "^") {
+		pending = anyButNewline
+	}
+	if _, err := ambiguity([]reNode{top}, pending); err != nil {
 		return fmt.Errorf("regex not in the safe subset: %v (it could backtrack for a long time)", err)
 	}
 	return nil
@@ -211,7 +250,7 @@ func (p *reParser) atom(depth int) (reNode, error) {
 		return one, nil
 	case '.':
 		p.i++
-		one.set = []rune{0, '\n' - 1, '\n' + 1, unicode.MaxRune}
+		one.set = anyButNewline
 		return one, nil
 	case '[':
 		end, err := classEnd(p.s, p.i)
@@ -407,6 +446,7 @@ func ambiguity(seq []reNode, pending []rune) ([]rune, error) {
 				out = union(out, p)
 			}
 			pending = out
+		case n.tail:
 		case n.variable():
 			if overlap(pending, n.set) {
 				return nil, errors.New("a repetition directly follows another that can match the same characters")
