@@ -283,6 +283,13 @@ func StartMachine(ctx context.Context, opts MachineOptions) (m *Machine, err err
 		"--resolv-conf=off",
 		"--timezone=off",
 		"--console=read-only",
+		// nspawn keeps CAP_NET_ADMIN only for networks it makes itself; the
+		// namespace is the machine's own, and an edge host's services
+		// (kernel routes) need it.
+		"--capability=CAP_NET_ADMIN",
+		// nspawn's own system call filter predates Landlock, which a host's
+		// services may use (EPERM inside otherwise).
+		"--system-call-filter=landlock_create_ruleset landlock_add_rule landlock_restrict_self",
 		"--machine="+m.Name,
 		"--network-namespace-path="+filepath.Join("/run/netns", opts.Netns.Name),
 		"--directory="+m.Root,

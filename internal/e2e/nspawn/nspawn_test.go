@@ -28,8 +28,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const (
 	linkRange = "198.19.96.0/24"
-	podIP     = "198.18.96.10"
+	podIP     = "198.18.96.10" // behind the machine, a static route
 	appHost   = "app.nspawn.test"
+	// A node's pod block, which the machine learns over BGP.
+	podPool   = "198.18.97.0/24"
+	nodeBlock = "198.18.97.0/26"
+	nodePodIP = "198.18.97.10"
+	nodeHost  = "node.nspawn.test"
+	bgpAS     = 64512
 )
 
 // machine is the booted Debian machine with helpers for the test.
@@ -145,10 +151,61 @@ func TestPackageUnderSystemd(t *testing.T) {
 	uplink := testenv.Veth(t, testenv.VethOptions{PeerNS: mns, PeerName: "host0", LinkRange: linkRange})
 	m := &machine{t: t, Machine: testenv.BootMachine(t, testenv.MachineOptions{Netns: mns})}
 	note("machine %s booted", m.Name)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := m.try("journalctl -b -u perimeter.service --no-pager -o short-precise | tail -n 60")
+			t.Logf("journal of perimeter.service (end):\n%s", out)
+		}
+	})
 
 	pod := testenv.StartPod(t, testenv.PodOptions{Name: "web-0", IP: podIP, LinkRange: linkRange, Parent: mns})
 	c.CreateService(t, testenv.ServiceSpec{Namespace: ns, Name: "web", Endpoints: []testenv.Endpoint{pod.Endpoint()}})
-	createIngress(t, c, ns)
+	createIngress(t, c, ns, appHost, "web")
+
+	// A Kubernetes node whose BIRD is configured the way calico-node
+	// configures it for an external BGPPeer (the machine), with a pod in
+	// its block: the machine reaches it only through the learned route.
+	node := testenv.NewNetns(t, "node")
+	if err := node.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
+		t.Fatal(err)
+	}
+	nodeLink := testenv.Veth(t, testenv.VethOptions{NS: mns, PeerNS: node, LinkRange: linkRange})
+	edgeAddr, nodeAddr := nodeLink.Addr.Addr().String(), nodeLink.PeerAddr.Addr().String()
+	nodePod := testenv.StartPod(t, testenv.PodOptions{Name: "node-web-0", IP: nodePodIP, LinkRange: linkRange, Parent: node})
+	c.CreateService(t, testenv.ServiceSpec{Namespace: ns, Name: "node-web", Endpoints: []testenv.Endpoint{nodePod.Endpoint()}})
+	createIngress(t, c, ns, nodeHost, "node-web")
+	birdConf, err := testenv.CalicoBirdConfig(testenv.CalicoNode{
+		Address: nodeAddr, AS: bgpAS, Pools: []string{podPool}, Blocks: []string{nodeBlock},
+		Peers: []testenv.CalicoPeer{{Address: edgeAddr, AS: bgpAS}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	birdDir, err := os.MkdirTemp("", "pm-bird-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(birdDir) })
+	if err := testenv.NewBird(t, node, birdDir, "node").Start(birdConf); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon's settings: the test's namespace only, fast syncs, and BGP
+	// with the node. Learned routes stay when the daemon stops, so that the
+	// purge has routes to remove.
+	daemonConfig := func(logLevel string) string {
+		return fmt.Sprintf(`# written by the nspawn end-to-end test
+namespace-whitelist: %s
+election-id: perimeter-%s
+sync-period: 100ms
+log: %s
+bgp-local-as: %d
+bgp-listen-address: %s
+bgp-router-id: %s
+bgp-peer: %s
+pod-cidr: %s
+bgp-keep-routes-on-exit: true
+`, ns, ns, logLevel, bgpAS, edgeAddr, edgeAddr, nodeAddr, podPool)
+	}
 	machineURL := "http://" + uplink.PeerAddr.Addr().String() + "/"
 
 	// The API server listens on loopback of this namespace; the machine
@@ -171,14 +228,14 @@ func TestPackageUnderSystemd(t *testing.T) {
 	if st := m.show("UnitFileState", "ActiveState"); st["UnitFileState"] != "enabled" || st["ActiveState"] != "inactive" {
 		t.Fatalf("after install: %v, want enabled and inactive", st)
 	}
-	files := strings.Fields(m.run("dpkg-query -L perimeter"))
+	files := strings.Split(strings.TrimSpace(m.run("dpkg-query -L perimeter")), "\n")
 	if out := m.run("stat -c '%a %U:%G' /etc/perimeter"); strings.TrimSpace(out) != "750 root:perimeter" {
 		t.Errorf("/etc/perimeter: %s, want 750 root:perimeter", strings.TrimSpace(out))
 	}
 	note("installed %s: enabled, inactive", filepath.Base(oldDeb))
 
 	m.write("/etc/perimeter/kubeconfig", "root:perimeter", "0640", kubeconfig)
-	m.write("/etc/perimeter/perimeter.yaml", "root:perimeter", "0640", []byte(daemonConfig(ns, "info")))
+	m.write("/etc/perimeter/perimeter.yaml", "root:perimeter", "0640", []byte(daemonConfig("info")))
 
 	// READY means serving: the first request after `systemctl start`
 	// returns is answered by the pod, without waiting.
@@ -192,11 +249,26 @@ func TestPackageUnderSystemd(t *testing.T) {
 	}
 	note("started: %s/%s, status %q, first request served", st["ActiveState"], st["SubState"], st["StatusText"])
 	m.run("pgrep -u perimeter -x haproxy >/dev/null")
-	// The sandbox denies system calls with EPERM rather than killing: what
-	// HAProxy or the daemon were refused would show as warnings.
-	if j := m.journal(); strings.Contains(j, "Operation not permitted") || strings.Contains(j, "FD limit") || strings.Contains(j, "[ALERT]") {
-		t.Errorf("the sandbox refused something:\n%s", tail(j, 30))
+	// The unit's sandbox denies system calls with EPERM rather than
+	// killing: what HAProxy or the daemon were refused shows as warnings.
+	j := m.journal()
+	for _, bad := range []string{"not permitted", "FD limit", "Landlock", "sandbox"} {
+		if strings.Contains(j, bad) {
+			t.Errorf("the unit's sandbox refused something (%q in the journal):\n%s", bad, tail(j, 30))
+			break
+		}
 	}
+
+	// BGP in the sandbox: the speaker binds its port, learns the node's
+	// block and installs it (CAP_NET_ADMIN); HAProxy reaches the node's pod
+	// over it.
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if out := m.run("ip -N route show " + nodeBlock + " proto 201"); !strings.Contains(out, "via "+nodeAddr) {
+			return fmt.Errorf("no route to %s via %s of protocol 201 in the machine: %q", nodeBlock, nodeAddr, out)
+		}
+		return (&load{}).one(context.Background(), http.DefaultClient, machineURL, nodeHost, nodePod.Name)
+	})
+	note("BGP: %s learned from the node, its pod served", nodeBlock)
 
 	security := m.run("systemd-analyze security --no-pager perimeter.service || true")
 	t.Logf("systemd-analyze security perimeter.service:\n%s", security)
@@ -256,7 +328,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 	// Reload: a changed file is applied, a broken one is refused and the
 	// daemon keeps running with what it had.
 	underLoad("systemctl reload (changed, then broken file)", func() {
-		m.write("/etc/perimeter/perimeter.yaml", "root:perimeter", "0640", []byte(daemonConfig(ns, "debug")))
+		m.write("/etc/perimeter/perimeter.yaml", "root:perimeter", "0640", []byte(daemonConfig("debug")))
 		m.run("systemctl reload perimeter.service")
 		testenv.Eventually(t, 20*time.Second, func() error {
 			if j := m.journal(); !strings.Contains(j, "log changed") || !strings.Contains(j, "configuration reloaded") {
@@ -267,7 +339,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 			}
 			return nil
 		})
-		m.write("/etc/perimeter/perimeter.yaml", "root:perimeter", "0640", []byte(strings.Replace(daemonConfig(ns, "debug"), "sync-period: 100ms", "sync-period: soon", 1)))
+		m.write("/etc/perimeter/perimeter.yaml", "root:perimeter", "0640", []byte(strings.Replace(daemonConfig("debug"), "sync-period: 100ms", "sync-period: soon", 1)))
 		m.run("systemctl reload perimeter.service")
 		testenv.Eventually(t, 20*time.Second, func() error {
 			st := m.show("StatusText", "ActiveState")
@@ -280,7 +352,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 			return nil
 		})
 		t.Logf("a broken file: %s", m.show("StatusText")["StatusText"])
-		m.write("/etc/perimeter/perimeter.yaml", "root:perimeter", "0640", []byte(daemonConfig(ns, "info")))
+		m.write("/etc/perimeter/perimeter.yaml", "root:perimeter", "0640", []byte(daemonConfig("info")))
 		m.run("systemctl reload perimeter.service")
 		testenv.Eventually(t, 20*time.Second, func() error {
 			if st := m.show("StatusText"); st["StatusText"] != "serving" {
@@ -325,23 +397,26 @@ func TestPackageUnderSystemd(t *testing.T) {
 	if out := m.run("pgrep -a -u perimeter || true; pgrep -a -x haproxy | grep /run/perimeter || true"); strings.TrimSpace(out) != "" {
 		t.Fatalf("processes left after stop:\n%s", out)
 	}
-	note("stopped: no HAProxy left")
+	if out := m.run("ip -N route show proto 201"); !strings.Contains(out, nodeBlock) {
+		t.Fatalf("bgp-keep-routes-on-exit: no route of protocol 201 left after stop: %q", out)
+	}
+	note("stopped: no HAProxy left, learned routes kept (bgp-keep-routes-on-exit)")
 
-	// Purge leaves nothing behind.
+	// Purge leaves nothing behind: no file of the package (a directory only
+	// if another package owns it), no state, user or route.
 	m.run("apt-get purge -y -q perimeter")
-	var left []string
-	for _, f := range files {
-		if out, err := m.try("test -d " + f + " || test ! -e " + f + " && echo gone"); err == nil && strings.TrimSpace(out) != "gone" {
-			left = append(left, f)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	left, err := m.Exec(ctx, strings.NewReader(strings.Join(append(files, "/etc/perimeter", "/var/lib/perimeter", "/run/perimeter"), "\n")+"\n"),
+		"/bin/sh", "-c", `while read -r f; do
+	if [ -d "$f" ]; then dpkg-query -S "$f" >/dev/null 2>&1 || echo "$f"
+	elif [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi
+done`)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range []string{"/etc/perimeter", "/var/lib/perimeter", "/run/perimeter"} {
-		if _, err := m.try("test ! -e " + p); err != nil {
-			left = append(left, p)
-		}
-	}
-	if len(left) > 0 {
-		t.Errorf("left after purge: %v", left)
+	if strings.TrimSpace(left) != "" {
+		t.Errorf("left after purge:\n%s", left)
 	}
 	for _, db := range []string{"passwd", "group"} {
 		if out, err := m.try("getent " + db + " perimeter"); err == nil {
@@ -376,27 +451,16 @@ func install(t *testing.T, m *machine, deb string) {
 		"-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold ./" + filepath.Base(deb))
 }
 
-// daemonConfig is /etc/perimeter/perimeter.yaml for the test: the test's
-// namespace only, fast syncs.
-func daemonConfig(ns, logLevel string) string {
-	return fmt.Sprintf(`# written by the nspawn end-to-end test
-namespace-whitelist: %s
-election-id: perimeter-%s
-sync-period: 100ms
-log: %s
-`, ns, ns, logLevel)
-}
-
-func createIngress(t *testing.T, c *testenv.Cluster, ns string) {
+func createIngress(t *testing.T, c *testenv.Cluster, ns, host, service string) {
 	t.Helper()
 	pt := networkingv1.PathTypePrefix
 	ing := &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: service, Namespace: ns},
 		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{
-			Host: appHost,
+			Host: host,
 			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: networkingv1.IngressBackend{
-					Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}},
+					Service: &networkingv1.IngressServiceBackend{Name: service, Port: networkingv1.ServiceBackendPort{Number: 80}},
 				}}},
 			}},
 		}}},
