@@ -5,7 +5,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 
+# The newest: ls -t sorts by time, and the names are make package's own.
+# shellcheck disable=SC2012
 deb=${1:-$(ls -t dist/perimeter_*_amd64.deb | head -n 1)}
+# shellcheck disable=SC2012
 rpm=${2:-$(ls -t dist/perimeter-*.x86_64.rpm | head -n 1)}
 
 echo "lintian --pedantic $deb"
