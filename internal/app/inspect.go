@@ -95,8 +95,8 @@ func Explain(ctx context.Context, c *config.Config, host, path string, out io.Wr
 	}
 	if r.Host == "" && r.Path == "" {
 		src := "--default-backend-service"
-		if want.DefaultSource.Name != "" {
-			src = fmt.Sprintf("defaultBackend of Ingress %s/%s", want.DefaultSource.Namespace, want.DefaultSource.Name)
+		if r.Ingress.Name != "" {
+			src = fmt.Sprintf("defaultBackend of Ingress %s/%s", r.Ingress.Namespace, r.Ingress.Name)
 		}
 		fmt.Fprintf(out, "%s%s: no rule matches; default backend %s (%s)\n", host, path, r.Backend, src)
 	} else {

@@ -332,6 +332,10 @@ func (b *builder) defaultBackend(ings []*networkingv1.Ingress) {
 		}
 		nsWinner[ing.Namespace] = ing
 		b.nsDefaults[ing.Namespace] = name
+		if b.d.NamespaceDefaults == nil {
+			b.d.NamespaceDefaults = map[string]ObjectRef{}
+		}
+		b.d.NamespaceDefaults[ing.Namespace] = ref
 		b.useBackend(name, ing.Namespace, db.Service.Name, port, ing)
 		if b.o.DefaultBackendService != "" {
 			continue

@@ -54,6 +54,11 @@ func Match(d *Desired, host, path string) (Route, bool) {
 		}
 	}
 	if r, ok := lookup(d, "", owner, path); ok {
+		if owner != "" && r.Ingress == (ObjectRef{}) && r.Path == "/" {
+			// The owner namespace's default backend (or the 404 that
+			// stands in for another namespace's).
+			r = Route{Ingress: d.NamespaceDefaults[owner[1:]], Backend: r.Backend}
+		}
 		return found(r)
 	}
 	if d.DefaultBackend != "" {

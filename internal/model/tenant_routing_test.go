@@ -144,6 +144,9 @@ func TestTenantHostTakeover(t *testing.T) {
 			t.Errorf("%s%s -> %q, want %q", r.host, r.path, got.Backend, r.want)
 		}
 	}
+	if got, _ := Match(d, "shop.example.com", "/x"); got.Ingress != ingressRef(withOwn) || got.PathType != "" {
+		t.Errorf("namespace default answers as %+v, want the default backend of Ingress victim/shop", got)
+	}
 	if d.DefaultBackend != "sys_fallback_80" {
 		t.Errorf("default backend %q, want the operator's", d.DefaultBackend)
 	}

@@ -104,6 +104,10 @@ type Desired struct {
 	// DefaultBackend; zero when it came from --default-backend-service or
 	// DefaultBackend is empty.
 	DefaultSource ObjectRef
+	// NamespaceDefaults are, by namespace, the Ingresses whose
+	// spec.defaultBackend answers the unmatched paths of the namespace's
+	// own hosts (MapHostOwner).
+	NamespaceDefaults map[string]ObjectRef
 	// Routes are the served rules, sorted, for status, explain and tests.
 	Routes []Route
 	// Served lists the Ingresses this controller serves (for status).
