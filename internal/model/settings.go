@@ -165,7 +165,7 @@ var settings = func() []Setting {
 		}, durationParser(), func(b *backendDraft, v time.Duration) { b.CheckInterval = v }),
 		backendSetting(Setting{
 			Name: "forwarded-for", Scopes: backendScopes, Default: "true",
-			Doc: "Add the X-Forwarded-For header to requests sent to the backend.",
+			Doc: "Add the X-Forwarded-For header to requests sent to the backend: the client address HAProxy saw, replacing any the client sent unless --trust-forwarded-for.",
 		}, boolParser(), func(b *backendDraft, v bool) { b.ForwardedFor = v }),
 		backendSetting(Setting{
 			Name: "servers-increment", Aliases: []string{"scale-server-slots"}, Scopes: ScopeConfigMap,
