@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,19 +11,23 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"text/template"
 	"time"
 )
 
-// Bird is a BIRD 2 daemon in a network namespace: the test bed's stand-in
+// Bird is a BIRD daemon in a network namespace: the test bed's stand-in
 // for calico-node's BGP speaker. The BGP tests, the end-to-end tests and
-// `make lab` all run their nodes through it.
+// `make lab` all run their nodes through it: BIRD 2 with hand-written
+// configurations (NewBird), or BIRD 1.6, the line calico-node's BIRD comes
+// from, with Calico's own configuration (NewCalicoBird, CalicoBirdConfig).
 type Bird struct {
 	Name string
 	NS   *Netns
 	Conf string // configuration file
 	Ctl  string // control socket, for birdc
 	Log  string // what BIRD prints
+
+	bin, birdc string   // the programs: bird and birdc of BIRD 2 or 1.6
+	args       []string // extra options
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -64,7 +67,92 @@ func newBird(ns *Netns, dir, name string) *Bird {
 	return &Bird{Name: name, NS: ns,
 		Conf: filepath.Join(dir, name+".conf"),
 		Ctl:  filepath.Join(dir, name+".ctl"),
-		Log:  filepath.Join(dir, name+".log")}
+		Log:  filepath.Join(dir, name+".log"),
+		bin:  "bird", birdc: "birdc"}
+}
+
+var bird1 struct {
+	mu         sync.Mutex
+	bird, ctl  string
+	err        error
+	downloaded bool
+}
+
+// Bird1 returns the paths of BIRD 1.6's bird and birdc, fetched once from
+// Debian's "bird" package into the cache by tools/bird1.sh (which needs
+// apt's package lists).
+func Bird1() (bird, birdc string, err error) {
+	bird1.mu.Lock()
+	defer bird1.mu.Unlock()
+	if bird1.downloaded {
+		return bird1.bird, bird1.ctl, bird1.err
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", "", err
+	}
+	sd, err := stateDir()
+	if err != nil {
+		return "", "", err
+	}
+	lock, err := lockFile(filepath.Join(sd, "bird1.lock"))
+	if err != nil {
+		return "", "", err
+	}
+	defer lock.unlock()
+	var out, stderr bytes.Buffer
+	cmd := exec.Command("/bin/sh", filepath.Join(root, "internal", "testenv", "tools", "bird1.sh"))
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	bird1.downloaded = true
+	if err := cmd.Run(); err != nil {
+		bird1.err = fmt.Errorf("BIRD 1.6 (tools/bird1.sh): %w\n%s", err, stderr.String())
+		return "", "", bird1.err
+	}
+	dir := strings.TrimSpace(out.String())
+	bird1.bird, bird1.ctl = filepath.Join(dir, "bird"), filepath.Join(dir, "birdc")
+	return bird1.bird, bird1.ctl, nil
+}
+
+// RequireBird1 fails the test when BIRD 1.6 cannot be had (root and not
+// -short are required first).
+func RequireBird1(tb testing.TB) {
+	tb.Helper()
+	RequireRoot(tb)
+	if _, _, err := Bird1(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// NewCalicoBird is NewBird running BIRD 1.6, for CalicoBirdConfig.
+func NewCalicoBird(tb testing.TB, ns *Netns, dir, name string) *Bird {
+	tb.Helper()
+	RequireBird1(tb)
+	b, err := NewCalicoBirdCtx(ns, dir, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		b.Stop(syscall.SIGKILL)
+		if tb.Failed() {
+			tb.Logf("BIRD %s (tail):\n%s", name, tailFile(b.Log, 30))
+		}
+	})
+	return b
+}
+
+// NewCalicoBirdCtx is NewCalicoBird for programs: the caller must Stop it.
+func NewCalicoBirdCtx(ns *Netns, dir, name string) (*Bird, error) {
+	bin, ctl, err := Bird1()
+	if err != nil {
+		return nil, err
+	}
+	b := newBird(ns, dir, name)
+	b.bin, b.birdc = bin, ctl
+	// As calico-node runs it: a restart is a graceful restart (the
+	// routes it left in the kernel stay, its peers keep its routes
+	// until it is back and has sent them again).
+	b.args = []string{"-R"}
+	return b, nil
 }
 
 // NewBirdCtx is NewBird for programs: the caller must Stop it.
@@ -79,7 +167,7 @@ func (b *Bird) Start(conf string) error {
 	if err != nil {
 		return err
 	}
-	cmd := b.NS.Command(context.Background(), "bird", "-f", "-c", b.Conf, "-s", b.Ctl)
+	cmd := b.NS.Command(context.Background(), append([]string{b.bin, "-f", "-c", b.Conf, "-s", b.Ctl}, b.args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// If the test binary dies before its cleanups, BIRD dies with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -111,12 +199,15 @@ func (b *Bird) Start(conf string) error {
 
 // Birdc runs a birdc command against this BIRD.
 func (b *Bird) Birdc(args ...string) (string, error) {
-	out, err := exec.Command("birdc", append([]string{"-s", b.Ctl}, args...)...).CombinedOutput()
+	out, err := exec.Command(b.birdc, append([]string{"-s", b.Ctl}, args...)...).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("birdc %s on %s: %w: %s", strings.Join(args, " "), b.Name, err, out)
 	}
 	return string(out), nil
 }
+
+// BirdcPath is the birdc that talks to this BIRD.
+func (b *Bird) BirdcPath() string { return b.birdc }
 
 // Reconfigure writes conf and makes the running BIRD load it.
 func (b *Bird) Reconfigure(conf string) error {
@@ -176,141 +267,3 @@ func (b *Bird) Running() bool {
 		return true
 	}
 }
-
-// CalicoNode describes one calico-node for CalicoBirdConfig: the values
-// Calico's confd feeds its BIRD templates (bird.cfg, bird_aggr.cfg,
-// bird_ipam.cfg) for a node in BGP mode.
-type CalicoNode struct {
-	Address string   // the node's IPv4 address: router id, source address, next hop
-	AS      uint32   // BGPConfiguration asNumber (default 64512)
-	Pools   []string // IPPool CIDRs in BGP mode
-	Blocks  []string // the node's confirmed BlockAffinities: exported as blackholes
-	Mesh    []string // the other nodes, when nodeToNodeMeshEnabled
-	Peers   []CalicoPeer
-	Log     string // log file; "" logs to stderr
-}
-
-// CalicoPeer is a BGPPeer that selects the node (an external peer: the edge).
-type CalicoPeer struct {
-	Address  string
-	Port     int // 0: 179
-	AS       uint32
-	Password string
-}
-
-// CalicoBirdConfig renders a node's BIRD configuration the way calico-node
-// does, translated to BIRD 2 syntax (Calico runs its BIRD 1.6 fork): kernel
-// routes learned, one blackhole per affine block, /32s inside its own blocks
-// kept local, the mesh passive on one side, external peers multihop from the
-// node's address, and everything inside a pool exported.
-func CalicoBirdConfig(n CalicoNode) (string, error) {
-	if n.AS == 0 {
-		n.AS = 64512
-	}
-	var b bytes.Buffer
-	err := calicoBird.Execute(&b, map[string]any{"N": n, "MeshPeers": meshPeers(n)})
-	return b.String(), err
-}
-
-type meshPeer struct {
-	Name, Address string
-	Passive       bool
-}
-
-// meshPeers: like confd, the node with the higher address is passive, so
-// each pair has one session.
-func meshPeers(n CalicoNode) []meshPeer {
-	var out []meshPeer
-	for _, m := range n.Mesh {
-		if m == n.Address {
-			continue
-		}
-		out = append(out, meshPeer{Name: "Mesh_" + strings.NewReplacer(".", "_", ":", "_").Replace(m), Address: m,
-			Passive: ipLess(m, n.Address)})
-	}
-	return out
-}
-
-func ipLess(a, b string) bool {
-	pa, errA := netip.ParseAddr(a)
-	pb, errB := netip.ParseAddr(b)
-	if errA != nil || errB != nil {
-		return a < b
-	}
-	return pa.Less(pb)
-}
-
-var calicoBird = template.Must(template.New("calico").Funcs(template.FuncMap{
-	"proto": func(s string) string { return strings.NewReplacer(".", "_", ":", "_").Replace(s) },
-}).Parse(`# Rendered like calico-node's confd templates (BGP mode), for BIRD 2.
-router id {{.N.Address}};
-{{- if .N.Log}}
-log "{{.N.Log}}" all;
-{{- else}}
-log stderr all;
-{{- end}}
-
-function calico_aggr() {
-{{- range .N.Blocks}}
-	# Block {{.}} is confirmed
-	if ( net = {{.}} ) then { accept; }
-	if ( net ~ {{.}} ) then { reject; }
-{{- end}}
-}
-
-function calico_export_to_bgp_peers() {
-	calico_aggr();
-{{- range .N.Pools}}
-	if ( net ~ {{.}} ) then { accept; }
-{{- end}}
-	reject;
-}
-
-protocol device { scan time 2; }
-
-protocol direct { ipv4; interface -"cali*", "*"; }
-
-protocol kernel {
-	learn;
-	persist;
-	scan time 2;
-	graceful restart;
-	merge paths on;
-	ipv4 { import all; export all; };
-}
-
-protocol static blocks {
-	ipv4;
-{{- range .N.Blocks}}
-	route {{.}} blackhole;
-{{- end}}
-}
-
-template bgp bgp_template {
-	local as {{.N.AS}};
-	graceful restart;
-	connect delay time 2;
-	connect retry time 5;
-	error wait time 5, 30;
-}
-{{range .MeshPeers}}
-protocol bgp {{.Name}} from bgp_template {
-	neighbor {{.Address}} as {{$.N.AS}};
-	source address {{$.N.Address}};
-{{- if .Passive}}
-	passive on;
-{{- end}}
-	ipv4 { gateway recursive; add paths on; import all; export filter { calico_export_to_bgp_peers(); }; };
-}
-{{end}}
-{{- range .N.Peers}}
-protocol bgp Global_{{proto .Address}} from bgp_template {
-	multihop;
-	neighbor {{.Address}}{{if .Port}} port {{.Port}}{{end}} as {{.AS}};
-	source address {{$.N.Address}};
-{{- if .Password}}
-	password "{{.Password}}";
-{{- end}}
-	ipv4 { gateway recursive; add paths on; import all; export filter { calico_export_to_bgp_peers(); }; };
-}
-{{end}}`))

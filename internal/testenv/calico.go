@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,22 @@ func (c *Cluster) InstallCalicoCRDs(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// Exclusive holds a machine-wide lock named name until the test ends: for
+// tests that use fixed addresses, so that two test binaries never use them
+// at once.
+func Exclusive(tb testing.TB, name string) {
+	tb.Helper()
+	sd, err := stateDir()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := lockFile(filepath.Join(sd, name+".lock"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(l.unlock)
 }
 
 // ReadObjects reads every object of a multi-document YAML file.

@@ -11,20 +11,29 @@ import (
 )
 
 // Every shape of node the tests and the lab render must be a configuration
-// BIRD 2 accepts (bird -p parses it and exits).
+// BIRD 1.6 accepts (bird -p parses it and exits).
 func TestCalicoBirdConfigParses(t *testing.T) {
-	if _, err := exec.LookPath("bird"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs bird (apt-get install bird2)")
-		}
-		t.Skip("needs bird (apt-get install bird2)")
+	testenv.RequireBird1(t)
+	bird, _, err := testenv.Bird1()
+	if err != nil {
+		t.Fatal(err)
 	}
+	pool := []string{"198.18.200.0/24"}
 	for name, n := range map[string]testenv.CalicoNode{
-		"mesh and edge": {Address: "198.19.200.11", Pools: []string{"198.18.200.0/24"},
+		"mesh and edge": {Address: "198.19.200.11", Pools: pool,
 			Blocks: []string{"198.18.200.0/26", "198.18.200.128/26"}, Mesh: []string{"198.19.200.11", "198.19.200.12"},
 			Peers: []testenv.CalicoPeer{{Address: "198.19.200.1", Port: 1790, AS: 64512, Password: "s3cret"}}},
-		"ebgp edge, no mesh": {Address: "198.19.200.12", AS: 64513, Pools: []string{"198.18.200.0/24"},
+		"ebgp edge, no mesh": {Address: "198.19.200.12", AS: 64513, Pools: pool,
 			Peers: []testenv.CalicoPeer{{Address: "198.19.200.1", AS: 65000}}},
+		"ebgp edge, next hop keep, ttl security": {Address: "198.19.200.12", Pools: pool, Blocks: []string{"198.18.200.64/26"},
+			PendingDeletion: []string{"198.18.200.192/26"}, NoExportPools: []string{"198.18.201.0/24"},
+			Mesh:  []string{"198.19.200.11", "198.19.200.12"},
+			Peers: []testenv.CalicoPeer{{Address: "198.19.200.1", AS: 65000, NextHopMode: "Keep", TTLSecurity: 1}}},
+		"route reflector": {Address: "198.19.200.10", Pools: pool, RRClusterID: "224.0.0.1", ListenPort: 1179,
+			NodePeers: []testenv.CalicoNodePeer{{Address: "198.19.200.11"}, {Address: "198.19.200.12"}},
+			Peers:     []testenv.CalicoPeer{{Address: "198.19.200.1", AS: 64512, NextHopMode: "Self"}}},
+		"host-local podCIDR": {Address: "198.19.200.13", Pools: []string{"198.18.192.0/18"}, Blocks: []string{"198.18.201.0/24"},
+			NodePeers: []testenv.CalicoNodePeer{{Address: "198.19.200.10", RRClusterID: "224.0.0.1"}}},
 		"nothing yet": {Address: "198.19.200.13"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -36,7 +45,7 @@ func TestCalicoBirdConfigParses(t *testing.T) {
 			if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := exec.Command("bird", "-p", "-c", path).CombinedOutput(); err != nil {
+			if out, err := exec.Command(bird, "-p", "-c", path).CombinedOutput(); err != nil {
 				t.Fatalf("bird -p: %v: %s\n%s", err, out, conf)
 			}
 			for _, b := range n.Blocks {

@@ -34,7 +34,11 @@ func TestMain(m *testing.M) {
 // traffic reaches pods over routes learned from the nodes' BIRD, scaling
 // brings a new pod into service, and Ctrl-C leaves nothing behind.
 func TestLabCommandsWorkAsPrinted(t *testing.T) {
-	testenv.RequireBird(t)
+	testenv.RequireBird1(t)
+	_, birdc, err := testenv.Bird1()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("needs curl (apt-get install curl)")
 	}
@@ -113,7 +117,7 @@ func TestLabCommandsWorkAsPrinted(t *testing.T) {
 		{bin + " bgp status", "Established"},
 		{"ip route show proto", "198.18.200.0/26 via 198.19.200.11"},
 		{bin + " explain", "demo/app"},
-		{"birdc", "Established"},
+		{birdc, "Established"},
 		{"curl -s -X POST", "app-2 198.18.200.11 on node-1"},
 		{"for i in", "app-2"},
 	}

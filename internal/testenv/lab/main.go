@@ -77,8 +77,8 @@ func run() error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root (network namespaces, routes, HAProxy, BIRD): run `sudo make lab`")
 	}
-	if _, err := exec.LookPath("bird"); err != nil {
-		return errors.New("needs BIRD 2 as the nodes' BGP speaker: apt-get install bird2")
+	if _, _, err := testenv.Bird1(); err != nil {
+		return fmt.Errorf("needs BIRD 1.6 as the nodes' BGP speaker, as calico-node runs it: %w", err)
 	}
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
@@ -283,7 +283,9 @@ func (l *lab) startNodes(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		n.bird = testenv.NewBirdCtx(n.ns, l.dir, n.name)
+		if n.bird, err = testenv.NewCalicoBirdCtx(n.ns, l.dir, n.name); err != nil {
+			return err
+		}
 		if err := n.bird.Start(conf); err != nil {
 			return err
 		}
@@ -519,12 +521,12 @@ reached over the routes it learned from the nodes' BIRD. Try:
   %[3]s bgp status %[4]s
   ip route show proto %[5]s
   %[3]s explain --kubeconfig=%[6]s --host foo.bar --path /
-  birdc -s %[7]s show protocols
+  %[9]s -s %[7]s show protocols
   curl -s -X POST 'http://127.0.0.1:%[8]d/scale?replicas=3'
   for i in 1 2 3 4 5 6; do curl -s -H 'Host: foo.bar' http://127.0.0.1:%[2]d/; echo; done
 
 Ctrl-C tears everything down.
-`, strings.Join(nodes, ", "), l.o.httpPort, l.o.bin, ctl, proto, l.cluster.DaemonKubeconfig, l.nodes[0].bird.Ctl, l.o.labPort)
+`, strings.Join(nodes, ", "), l.o.httpPort, l.o.bin, ctl, proto, l.cluster.DaemonKubeconfig, l.nodes[0].bird.Ctl, l.o.labPort, l.nodes[0].bird.BirdcPath())
 }
 
 func keys(m map[string]bool) []string {

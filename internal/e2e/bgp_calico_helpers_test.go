@@ -1,0 +1,340 @@
+package e2e
+
+// The Calico test bed: "Calico nodes" are network namespaces on one bridge
+// (the nodes' network; the root namespace, where the daemon runs, is the
+// edge at .1), each running BIRD 1.6 with the configuration calico-node's
+// confd renders from the cluster's Calico objects. The objects are created
+// as Calico writes them, in an API server of the test's own that serves
+// Calico's CRDs (the shared one must stay without them). Pods sit behind
+// their node with Felix's device route (proto boot), which BIRD learns.
+//
+// Addresses: nodes' network 198.19.112.0/24 (fixed, hence a machine-wide
+// lock), pod links in 198.19.113.0/24, IPPool 198.18.112.0/22 in /26 blocks
+// (node i owns 198.18.112.(64*i)/26), host-local podCIDRs 198.18.114.0/24
+// and 198.18.115.0/24 (inside the pool, as a cluster CIDR and its IPPool
+// are).
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/perimeter-ingress/perimeter/internal/routes"
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
+)
+
+const (
+	calicoEdge      = "198.19.112.1"
+	calicoPodLinks  = "198.19.113.0/24"
+	calicoPool      = "198.18.112.0/22"
+	calicoClusterAS = 64512
+)
+
+// calicoRoutesRange is where every route of these tests falls.
+var calicoRoutesRange = netip.MustParsePrefix("198.18.112.0/22")
+
+// calicoBed is one test's Calico cluster.
+type calicoBed struct {
+	e     *env
+	dir   string
+	port  int // the daemon's BGP port (the BGPPeer's peerIP port)
+	nodes []*calicoNode
+}
+
+// calicoNode is a namespace with BIRD 1.6 playing calico-node.
+type calicoNode struct {
+	bed   *calicoBed
+	name  string
+	addr  string
+	block string // its BlockAffinity, or its podCIDR with host-local IPAM
+	ns    *testenv.Netns
+	bird  *testenv.Bird
+	spec  testenv.CalicoNode
+}
+
+// newCalicoBed starts the API server with Calico's CRDs, the IPPool and
+// BGPConfiguration (mesh on or off, AS 64512), and n nodes with their Node
+// objects (and, unless hostLocal, BlockAffinities); BIRD is not started.
+func newCalicoBed(t *testing.T, n int, mesh, hostLocal bool) *calicoBed {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireBird1(t)
+	testenv.Exclusive(t, "calico-bed-198.19.112")
+	c := testenv.StartCluster(t)
+	testenv.GuardRoutes(t)
+	e := &env{t: t, c: c, ns: c.Namespace(t)}
+	ctx := context.Background()
+	if err := c.InstallCalicoCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := &calicoBed{e: e, dir: shortTempDir(t), port: testenv.FreePort(t)}
+	t.Cleanup(func() {
+		for dst := range calicoKernelRoutes(t) {
+			_ = exec.Command("ip", "route", "del", dst, "proto", strconv.Itoa(routes.DefaultProtocol)).Run()
+		}
+	})
+	// Objects shaped as Calico writes them (calicoctl / the operator).
+	if err := c.Apply(ctx,
+		calicoObj("IPPool", "default-ipv4-ippool", map[string]any{"cidr": calicoPool, "blockSize": int64(26),
+			"ipipMode": "Never", "vxlanMode": "Never", "natOutgoing": true, "nodeSelector": "all()",
+			"allowedUses": []any{"Workload", "Tunnel"}}),
+		calicoObj("BGPConfiguration", "default", map[string]any{"asNumber": int64(calicoClusterAS),
+			"nodeToNodeMeshEnabled": mesh, "logSeverityScreen": "Info"}),
+	); err != nil {
+		t.Fatal(err)
+	}
+	br := testenv.NewBridge(t, nil, fmt.Sprintf("pmcal%d", os.Getpid()%100000), calicoEdge+"/24")
+	var addrs []string
+	for i := 0; i < n; i++ {
+		addrs = append(addrs, fmt.Sprintf("198.19.112.%d", 11+i))
+	}
+	for i := 0; i < n; i++ {
+		node := &calicoNode{bed: b, name: nodeName(t, i), addr: addrs[i]}
+		node.ns = testenv.NewNetns(t, fmt.Sprintf("cal-n%d", i))
+		if err := node.ns.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Veth(t, testenv.VethOptions{PeerNS: node.ns, PeerName: "eth0", Master: br.Name, PeerAddr: node.addr + "/24"})
+		obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.name, Labels: map[string]string{"kubernetes.io/hostname": node.name},
+			Annotations: map[string]string{"projectcalico.org/IPv4Address": node.addr + "/24"}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: node.addr}}}}
+		if hostLocal {
+			node.block = fmt.Sprintf("198.18.%d.0/24", 114+i)
+			obj.Spec.PodCIDR, obj.Spec.PodCIDRs = node.block, []string{node.block}
+		} else {
+			node.block = fmt.Sprintf("198.18.112.%d/26", 64*i)
+		}
+		if _, err := c.Admin.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if !hostLocal {
+			if err := c.Apply(ctx, testenv.BlockAffinity(node.name, node.block)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		node.spec = testenv.CalicoNode{Address: node.addr, AS: calicoClusterAS, Pools: []string{calicoPool},
+			Blocks: []string{node.block}}
+		if mesh {
+			node.spec.Mesh = addrs
+		}
+		node.bird = testenv.NewCalicoBird(t, node.ns, b.dir, fmt.Sprintf("c%d", i))
+		b.nodes = append(b.nodes, node)
+	}
+	return b
+}
+
+func calicoObj(kind, name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": kind,
+		"metadata": map[string]any{"name": name}, "spec": spec,
+	}}
+}
+
+// edgePeer is a BGPPeer selecting nodes (all() or a selector) with the
+// daemon as peerIP, as an operator writes it; the same settings go into
+// each selected node's BIRD.
+func (b *calicoBed) edgePeer(name, selector string, p testenv.CalicoPeer, extra map[string]any, nodes ...*calicoNode) {
+	b.e.t.Helper()
+	p.Address, p.Port = calicoEdge, b.port
+	spec := map[string]any{"nodeSelector": selector, "peerIP": net.JoinHostPort(calicoEdge, strconv.Itoa(b.port)),
+		"asNumber": int64(p.AS)}
+	for k, v := range extra {
+		spec[k] = v
+	}
+	if err := b.e.c.Apply(context.Background(), calicoObj("BGPPeer", name, spec)); err != nil {
+		b.e.t.Fatal(err)
+	}
+	for _, n := range nodes {
+		n.spec.Peers = append(n.spec.Peers, p)
+	}
+}
+
+// start renders the node's configuration and runs its BIRD.
+func (n *calicoNode) start() {
+	t := n.bed.e.t
+	t.Helper()
+	conf, err := testenv.CalicoBirdConfig(n.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.bird.Start(conf); err != nil {
+		t.Fatalf("%s: %v", n.name, err)
+	}
+}
+
+// reconfigure re-renders the configuration, as confd does on a change.
+func (n *calicoNode) reconfigure() {
+	t := n.bed.e.t
+	t.Helper()
+	conf, err := testenv.CalicoBirdConfig(n.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.bird.Reconfigure(conf); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *calicoBed) start() {
+	for _, n := range b.nodes {
+		n.start()
+	}
+}
+
+// pod starts an HTTP pod on the node at ip with Felix's route to it: a
+// device route, proto boot, which BIRD's kernel protocol learns.
+func (n *calicoNode) pod(name, ip string) *testenv.Pod {
+	t := n.bed.e.t
+	t.Helper()
+	p := testenv.StartPod(t, testenv.PodOptions{Name: name, IP: ip, Parent: n.ns, LinkRange: calicoPodLinks, NoHostRoute: true})
+	nl, err := n.ns.Netlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := nl.LinkByName(p.Link.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nl.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Scope: netlink.SCOPE_LINK,
+		Dst: &net.IPNet{IP: p.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}, Protocol: netlink.RouteProtocol(3)}); err != nil {
+		t.Fatalf("route to %s in %s: %v", ip, n.name, err)
+	}
+	return p
+}
+
+// hostIP is the address at offset in the node's block.
+func (n *calicoNode) hostIP(offset int) string {
+	a := netip.MustParsePrefix(n.block).Addr().As4()
+	a[3] += byte(offset)
+	return netip.AddrFrom4(a).String()
+}
+
+// daemonFlags run the speaker as the edge of this bed, peering with the
+// Nodes.
+func (b *calicoBed) daemonFlags(localAS int, extra ...string) []string {
+	return append([]string{
+		"--bgp-local-as=" + strconv.Itoa(localAS),
+		"--bgp-router-id=" + calicoEdge,
+		"--bgp-listen-address=" + calicoEdge,
+		"--bgp-listen-port=" + strconv.Itoa(b.port),
+		"--bgp-peers-from-nodes",
+		"--bgp-hold-time=9s",
+	}, extra...)
+}
+
+// calicoKernelRoutes are the daemon's main-table routes in this bed's
+// range: destination -> gateway.
+func calicoKernelRoutes(t testing.TB) map[string]string {
+	t.Helper()
+	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.DefaultProtocol},
+		netlink.RT_FILTER_PROTOCOL)
+	if err != nil {
+		t.Fatalf("list routes: %v", err)
+	}
+	out := map[string]string{}
+	for _, r := range rs {
+		if r.Dst == nil {
+			continue
+		}
+		p, err := netip.ParsePrefix(r.Dst.String())
+		if err != nil || !calicoRoutesRange.Overlaps(p) {
+			continue
+		}
+		out[p.String()] = r.Gw.String()
+	}
+	return out
+}
+
+func waitCalicoRoutes(t testing.TB, timeout time.Duration, want map[string]string) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		if got := calicoKernelRoutes(t); !mapsEqual(got, want) {
+			return fmt.Errorf("routes with protocol %d: %v, want %v", routes.DefaultProtocol, got, want)
+		}
+		return nil
+	})
+}
+
+// blocksVia is the expected kernel state: each node's block via the node.
+func blocksVia(nodes ...*calicoNode) map[string]string {
+	out := map[string]string{}
+	for _, n := range nodes {
+		out[n.block] = n.addr
+	}
+	return out
+}
+
+// waitCalicoPeers polls until the speaker's Established peers are exactly
+// these nodes.
+func (d *daemon) waitCalicoPeers(timeout time.Duration, nodes ...*calicoNode) {
+	d.t.Helper()
+	testenv.Eventually(d.t, timeout, func() error {
+		st, err := d.bgpStatus()
+		if err != nil {
+			return err
+		}
+		want := map[string]bool{}
+		for _, n := range nodes {
+			want[n.addr] = true
+		}
+		for _, p := range st.Peers {
+			if !want[p.Address.String()] || p.State != "Established" {
+				return fmt.Errorf("peer %s %s (%s), want established peers %v", p.Address, p.State, p.Problem, want)
+			}
+			delete(want, p.Address.String())
+		}
+		if len(want) > 0 {
+			return fmt.Errorf("no session with %v", want)
+		}
+		return nil
+	})
+}
+
+// metricLines returns the daemon's /metrics lines starting with name.
+func (d *daemon) metricLines(name string) ([]string, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", d.ctrlPort))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, name) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// warnings are the daemon's log lines at WARN containing msg.
+func (d *daemon) warnings(msg string) []string {
+	var out []string
+	for _, l := range strings.Split(d.out.String(), "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, msg) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// stopNode shuts a node's BIRD down (Cease to its peers).
+func (n *calicoNode) stop() { n.bird.Stop(syscall.SIGTERM) }
