@@ -173,6 +173,19 @@ func TestTenantHostTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The attacker's own rules apply (so the model has seen them), and
+	// the hosts nobody owns fall to them as Ingress semantics say.
+	d.expect("evil.example.com", "/x", 200, "ht-a-0")
+	load.finish(t)
+	appLoad.finish(t)
+	d.expect("other.example.com", "/x", 200, "ht-a-0")
+	d.expect("unknown.org", "/x", 200, "ht-a-0")
+	// The victim's host-only paths go to the operator's default backend,
+	// never to the attacker's wildcard, host-less rule or default.
+	for _, p := range []string{"/", "/login", "/x"} {
+		d.expect("app.example.com", p, 200, "ht-f-0")
+	}
+	d.expect("app.example.com.", "/app", 200, "ht-v-0")
 	var msgs []string
 	testenv.Eventually(t, 15*time.Second, func() error {
 		msgs = a.eventMessages("Ingress", "grab", "RuleConflict")
@@ -189,19 +202,6 @@ func TestTenantHostTakeover(t *testing.T) {
 			t.Errorf("attacker's Event names the victim's objects: %q", m)
 		}
 	}
-	// The attacker's own rules apply (so the model has seen them), and
-	// the hosts nobody owns fall to them as Ingress semantics say.
-	d.expect("evil.example.com", "/x", 200, "ht-a-0")
-	d.expect("other.example.com", "/x", 200, "ht-a-0")
-	d.expect("unknown.org", "/x", 200, "ht-a-0")
-	// The victim's host-only paths go to the operator's default backend,
-	// never to the attacker's wildcard, host-less rule or default.
-	for _, p := range []string{"/", "/login", "/x"} {
-		d.expect("app.example.com", p, 200, "ht-f-0")
-	}
-	d.expect("app.example.com.", "/app", 200, "ht-v-0")
-	load.finish(t)
-	appLoad.finish(t)
 }
 
 // TestTenantLongPath: an Exact path of 16 kB whose tail reads
@@ -227,12 +227,6 @@ func TestTenantLongPath(t *testing.T) {
 		rule{host: "b.example.com", path: long, pathType: exact, service: "web"},
 		rule{host: "b.example.com", path: long[:len(long)-len("login")], service: "web"},
 		rule{host: "b.example.com", path: "/ok", service: "web"})
-	msgs := a.eventMessages("Ingress", "evil", "InvalidPath")
-	for _, m := range msgs {
-		if len(m) > 300 || !strings.Contains(m, "more than 4096") {
-			t.Errorf("InvalidPath Event of %d bytes, want a short one saying the cap: %.200q", len(m), m)
-		}
-	}
 	d.expect("b.example.com", "/ok", 200, "lp-a-0")
 	// A new backend is a reload: HAProxy reads the map files again.
 	before := d.reloadCount()
@@ -244,7 +238,7 @@ func TestTenantLongPath(t *testing.T) {
 	}
 	for _, name := range []string{"path-exact.map", "path-prefix.map", "host-owner.map"} {
 		b, err := os.ReadFile(filepath.Join(d.configDir, "maps", name))
-		if err != nil {
+		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
 		for _, l := range strings.Split(string(b), "\n") {
@@ -255,6 +249,12 @@ func TestTenantLongPath(t *testing.T) {
 	}
 	d.expect("shop.example.com", "/login", 200, "lp-v-0")
 	load.finish(t)
+	msgs := a.eventMessages("Ingress", "evil", "InvalidPath")
+	for _, m := range msgs {
+		if len(m) > 300 || !strings.Contains(m, "more than 4096") {
+			t.Errorf("InvalidPath Event of %d bytes, want a short one saying the cap: %.200q", len(m), m)
+		}
+	}
 }
 
 // TestTenantEndpointAddresses: an attacker's EndpointSlice that points at
