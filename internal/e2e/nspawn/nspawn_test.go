@@ -186,7 +186,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(birdDir) })
-	if err := testenv.NewBird(t, node, birdDir, "node").Start(birdConf); err != nil {
+	if err := testenv.NewCalicoBird(t, node, birdDir, "node").Start(birdConf); err != nil {
 		t.Fatal(err)
 	}
 	// The daemon's settings: the test's namespace only, fast syncs, and BGP
