@@ -74,6 +74,7 @@ func WatchOptions(c *config.Config) kube.WatchOptions {
 		DefaultSSLCertificate:  c.DefaultSSLCertificate,
 		MaxSecrets:             c.MaxWatchedSecrets,
 		MaxSecretsPerNamespace: c.MaxWatchedSecretsPerNamespace,
+		CoalesceSecrets:        kube.DefaultCoalesceSecrets,
 	}
 }
 

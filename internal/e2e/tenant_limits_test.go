@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,16 +276,18 @@ func TestTenantLimits(t *testing.T) {
 }
 
 // TestTenantSecretWatchCap: an attacker naming more Secrets than its
-// namespace may have watched gets SecretNotWatched Events; the victim's
-// Secrets, referenced afterwards, are still watched and served.
+// namespace may have watched gets SecretNotWatched Events; the Secrets it
+// may have cost one watch, not one each; the victim's Secrets, referenced
+// afterwards, are still watched and served.
 func TestTenantSecretWatchCap(t *testing.T) {
-	tn := newLimitsTenants(t, 239, "--max-watched-secrets-per-namespace=3", "--max-watched-secrets=20")
+	httpsPort := testenv.FreePort(t)
+	tn := newLimitsTenants(t, 239, "--max-watched-secrets-per-namespace=10", "--max-watched-secrets=20", "--https-bind-port="+strconv.Itoa(httpsPort))
 	v, a, d := tn.victim, tn.attacker, tn.d
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "flood", Namespace: a.ns}}
 	pt := networkingv1.PathTypePrefix
-	for i := range 8 {
+	for i := range 12 {
 		host := fmt.Sprintf("h%d.attacker.test", i)
-		ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{Hosts: []string{host}, SecretName: fmt.Sprintf("missing-%d", i)})
+		ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{Hosts: []string{host}, SecretName: fmt.Sprintf("missing-%02d", i)})
 		ing.Spec.Rules = append(ing.Spec.Rules, networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
 			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
 				Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}})
@@ -293,11 +296,21 @@ func TestTenantSecretWatchCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := a.event("Ingress", "flood", "SecretNotWatched")
-	if !strings.Contains(e.Message, "max-watched-secrets-per-namespace") {
-		t.Errorf("Event %q does not name the cap", e.Message)
+	if !strings.Contains(e.Message, "max-watched-secrets-per-namespace") || strings.Contains(e.Message, v.ns) {
+		t.Errorf("Event %q does not name the cap, or names the victim", e.Message)
 	}
 	// Its hosts are still routed (redirected to HTTPS, as spec.tls asks).
 	d.expect("h0.attacker.test", "/", 302, "")
+	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", d.ctrlPort)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		page := scrape(t, metrics)
+		refs, _ := metricValue(page, "perimeter_cache_objects", `kind="secrets"`)
+		watches, _ := metricValue(page, "perimeter_cache_objects", `kind="secret_watches"`)
+		if refs != 10 || watches != 1 {
+			return fmt.Errorf("%v Secrets in %v watches, want 10 in 1", refs, watches)
+		}
+		return nil
+	})
 
 	// The victim references a Secret after the flood: watched, served.
 	v.secret("users", map[string]string{"alice": cryptHash(t, "wonderland")})
@@ -308,5 +321,19 @@ func TestTenantSecretWatchCap(t *testing.T) {
 	}, rule{host: "private.victim.test", path: "/", service: "private"})
 	d.expectWith("private.victim.test", "/", basicAuth("alice", "wonderland"), 200, "victim-0")
 	d.expectWith("private.victim.test", "/", nil, 401, "")
+
+	// One of the attacker's watched Secrets appears: it is read through the
+	// namespace watch and served; one over the cap stays unread.
+	a.tlsSecret("missing-00", selfSigned(t, "h0.attacker.test", "attacker"))
+	a.tlsSecret("missing-11", selfSigned(t, "h11.attacker.test", "attacker"))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got, err := servedSubject(httpsPort, "h0.attacker.test"); err != nil || got != "h0.attacker.test/attacker" {
+			return fmt.Errorf("h0.attacker.test served %q (%v)", got, err)
+		}
+		return nil
+	})
+	if got, err := servedSubject(httpsPort, "h11.attacker.test"); err != nil || got == "h11.attacker.test/attacker" {
+		t.Errorf("h11.attacker.test, over the cap, served %q (%v)", got, err)
+	}
 	tn.victimUnharmed()
 }

@@ -42,6 +42,11 @@ type WatchOptions struct {
 	// refused (model.Snapshot.RefusedSecrets) until others go away:
 	// watches already running are never dropped for a newer one.
 	MaxSecrets, MaxSecretsPerNamespace int
+	// CoalesceSecrets: a namespace with at least this many referenced
+	// Secrets is watched with one watch of its Secrets instead of one per
+	// Secret, keeping the data of the referenced ones only (secrets.go);
+	// 0: never.
+	CoalesceSecrets int
 }
 
 // Watcher owns the informers. Every change to a cached object signals
@@ -69,6 +74,14 @@ type Watcher struct {
 	secrets map[string]*namedInformer // NS/NAME -> single-object informer
 	// refused are the referenced Secrets not watched, with why.
 	refused map[string]string
+	// watched are the referenced Secrets being watched, by one of secrets
+	// or as part of nsSecrets (secrets.go).
+	watched   map[string]bool
+	nsSecrets map[string]*nsSecrets
+	// wanted is watched for the namespace watches' transform, which runs
+	// in their own goroutines.
+	wantedMu sync.RWMutex
+	wanted   map[string]bool
 
 	// dirty is what changed since the last SnapshotDelta.
 	dirtyMu sync.Mutex
@@ -105,6 +118,7 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 		dirty:      Delta{Other: true},
 		configMaps: map[string]cache.SharedIndexInformer{},
 		secrets:    map[string]*namedInformer{},
+		nsSecrets:  map[string]*nsSecrets{},
 	}
 	// Managed fields are a large share of every object and the model never
 	// reads them.
@@ -251,6 +265,11 @@ func (w *Watcher) Synced() bool {
 			return false
 		}
 	}
+	for _, n := range w.nsSecrets {
+		if n.current() == nil {
+			return false
+		}
+	}
 	return true
 }
 
@@ -274,20 +293,27 @@ func (w *Watcher) WatchSecrets(refs []string) (changed bool) {
 			w.log.Warn("secret not watched", "secret", r, "why", why)
 		}
 	}
-	started := false
-	dropped := false
+	// The transform keeps the data of what is wanted from now on; a
+	// namespace watch that dropped it before lists again.
+	before := w.watched
+	w.wantedMu.Lock()
+	w.wanted = want
+	w.wantedMu.Unlock()
+	w.watched = want
+	whole, started, dropped := w.syncNamespaceSecrets(want, before)
 	for r, s := range w.secrets {
-		if !want[r] {
+		ns, _, _ := strings.Cut(r, "/")
+		if !want[r] || whole[ns] {
 			close(s.stop)
 			delete(w.secrets, r)
 			dropped = true
 		}
 	}
 	for r := range want {
-		if w.secrets[r] != nil {
+		ns, name, _ := strings.Cut(r, "/")
+		if w.secrets[r] != nil || whole[ns] {
 			continue
 		}
-		ns, name, _ := strings.Cut(r, "/")
 		s := &namedInformer{inf: w.notify(w.single("secrets", ns, name, &corev1.Secret{})), stop: make(chan struct{})}
 		stop := s.stop
 		ctxDone := w.ctx.Done()
@@ -338,7 +364,7 @@ func (w *Watcher) selectSecrets(refs []string) (want map[string]bool, refused ma
 			refused[r] = fmt.Sprintf("namespace %s is not served (--namespace-whitelist, --namespace-blacklist)", ns)
 			continue
 		}
-		if w.secrets[r] == nil {
+		if !w.watched[r] {
 			fresh = append(fresh, r)
 			continue
 		}
@@ -475,7 +501,29 @@ func (w *Watcher) Snapshot() *model.Snapshot {
 			s.Secrets = append(s.Secrets, o.(*corev1.Secret))
 		}
 	}
+	for ref := range w.watched {
+		ns, _, _ := strings.Cut(ref, "/")
+		n := w.nsSecrets[ns]
+		if n == nil {
+			continue
+		}
+		cur := n.current()
+		if cur == nil {
+			s.PendingSecrets = append(s.PendingSecrets, ref)
+			continue
+		}
+		o, ok, _ := cur.inf.GetStore().GetByKey(ref)
+		switch {
+		case !ok:
+		case stripped(o):
+			// Its data arrives with the next list.
+			s.PendingSecrets = append(s.PendingSecrets, ref)
+		default:
+			s.Secrets = append(s.Secrets, o.(*corev1.Secret))
+		}
+	}
 	w.mu.Unlock()
+	sort.Strings(s.PendingSecrets)
 	// Store order is map order; the model sorts what it needs, but a stable
 	// snapshot makes debugging output reproducible.
 	sort.Slice(s.Secrets, func(i, j int) bool {
@@ -494,7 +542,8 @@ func (w *Watcher) Sizes() map[string]int {
 		return t
 	}
 	w.mu.Lock()
-	secrets := len(w.secrets)
+	secrets := len(w.watched)
+	watches := len(w.secrets) + len(w.nsSecrets)
 	w.mu.Unlock()
 	return map[string]int{
 		"ingresses":      n(w.ingresses),
@@ -503,6 +552,7 @@ func (w *Watcher) Sizes() map[string]int {
 		"ingressclasses": len(w.ingClass.GetStore().ListKeys()),
 		"configmaps":     len(w.configMaps),
 		"secrets":        secrets,
+		"secret_watches": watches,
 	}
 }
 
@@ -528,6 +578,11 @@ func (w *Watcher) Lookup(ref model.ObjectRef) runtime.Object {
 		w.mu.Lock()
 		if s := w.secrets[key]; s != nil {
 			infs = []cache.SharedIndexInformer{s.inf}
+		}
+		if n := w.nsSecrets[ref.Namespace]; n != nil {
+			if cur := n.current(); cur != nil {
+				infs = append(infs, cur.inf)
+			}
 		}
 		w.mu.Unlock()
 	}
