@@ -144,7 +144,19 @@ func bgpStatus(c *config.Config, out io.Writer) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	_, err = io.Copy(out, resp.Body)
+	if _, err = io.Copy(out, resp.Body); err != nil {
+		return err
+	}
+	// The upstream side (ha.md), when the daemon announces addresses.
+	up, err := cl.Get(url + "/upstream")
+	if err != nil {
+		return err
+	}
+	defer up.Body.Close()
+	if up.StatusCode != http.StatusOK {
+		return nil
+	}
+	_, err = io.Copy(out, up.Body)
 	return err
 }
 

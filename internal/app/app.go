@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/perimeter-ingress/perimeter/internal/bgp"
 	"github.com/perimeter-ingress/perimeter/internal/config"
 	"github.com/perimeter-ingress/perimeter/internal/haproxy"
 	"github.com/perimeter-ingress/perimeter/internal/kube"
@@ -95,10 +96,21 @@ func HAProxyOptions(c *config.Config, log *slog.Logger) haproxy.Options {
 		StatsBindPort:     c.StatsBindPort,
 		HealthzBindPort:   c.HealthzBindPort,
 		TrustForwardedFor: c.TrustForwardedFor,
+		AnnounceAddresses: announceAddrs(c),
 		MinReloadInterval: c.SyncPeriod,
 		MaxConfigSize:     c.MaxConfigSize,
 		Logger:            log.With("component", "haproxy"),
 	}
+}
+
+// announceAddrs are the announce addresses without their prefix length.
+func announceAddrs(c *config.Config) []string {
+	ps, _ := AnnounceAddresses(c)
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Addr().String())
+	}
+	return out
 }
 
 func httpsPort(c *config.Config) int {
@@ -112,6 +124,10 @@ func httpsPort(c *config.Config) int {
 // and an error with one clear line when it cannot start or keep serving.
 func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err := c.Validate(); err != nil {
+		return err
+	}
+	upCfg, err := UpstreamConfig(c)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -205,6 +221,40 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		}()
 	}
 
+	// The ingress addresses (ha.md): on lo before HAProxy binds them; the
+	// upstream speaker stops after HAProxy, the addresses go last.
+	if len(upCfg.Addresses) > 0 {
+		if err := addLoopback(upCfg.Addresses, log); err != nil {
+			return err
+		}
+		defer func() {
+			if !handingOver.Load() {
+				removeLoopback(upCfg.Addresses, log)
+			}
+		}()
+	}
+	var up *bgp.Upstream
+	var upDone chan struct{} // closed when up.Run returns; nil until it runs
+	upCtx, upCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer upCancel()
+	if len(upCfg.Peers) > 0 {
+		upCfg.Password = secretPassword(cs)
+		if up, err = bgp.NewUpstream(upCfg, log, m.Registry); err != nil {
+			return err
+		}
+		mux.Handle("/debug/bgp/upstream", up.Handler())
+		defer func() {
+			if upDone == nil {
+				return
+			}
+			if handingOver.Load() {
+				up.HandOver()
+			}
+			upCancel()
+			<-upDone
+		}()
+	}
+
 	if ln != nil {
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
@@ -237,6 +287,21 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			log.Error("haproxy stop", "err", err)
 		}
 	}()
+	// On a stop the addresses are withdrawn first, and HAProxy keeps
+	// serving for --shutdown-drain while the routers move the flows.
+	var g *gate
+	gateDone := make(chan struct{})
+	gctx, gateCancel := context.WithCancel(ctx)
+	defer func() {
+		gateCancel()
+		if g == nil {
+			return
+		}
+		<-gateDone
+		if !handingOver.Load() {
+			g.drain(c.BGP.ShutdownDrain, log)
+		}
+	}()
 	select {
 	case <-started:
 	case err := <-hdone:
@@ -244,6 +309,21 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("haproxy: %w", err)
 	case <-ctx.Done():
 		return nil
+	}
+	if up != nil {
+		// A HAProxy handed over by the previous daemon serves: ask the
+		// routers to keep the addresses until our End-of-RIB.
+		up.SetRestarting(drv.Adopted() && upCfg.RestartTime > 0)
+		g = newGate(up, drv, &ready, alive, c, upCfg.Addresses)
+		g.update()
+		upDone = make(chan struct{})
+		go func() {
+			defer close(upDone)
+			if err := up.Run(upCtx); err != nil {
+				cancel(fmt.Errorf("bgp upstream: %w", err))
+			}
+		}()
+		go func() { defer close(gateDone); g.run(gctx) }()
 	}
 	go func() {
 		select {
@@ -276,6 +356,10 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	var status *kube.StatusWriter
 	if !c.DisableIngressStatusUpdate {
 		addrs := c.PublishAddresses
+		if len(addrs) == 0 {
+			// Several edges are one ingress: its addresses, not a host's.
+			addrs = announceAddrs(c)
+		}
 		if len(addrs) == 0 {
 			if a := kube.DefaultPublishAddress(c.IPv4BindAddress); a != "" {
 				addrs = []string{a}

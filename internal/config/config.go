@@ -102,6 +102,15 @@ type BGP struct {
 	HoldTime         time.Duration
 	KeepRoutesOnExit bool
 	MaxPrefixes      uint32
+
+	// Upstream peers receive the announce addresses (ha.md).
+	UpstreamPeers       []string
+	AnnounceAddresses   []string
+	UpstreamCommunities []string
+	UpstreamMED         string
+	UpstreamHoldTime    time.Duration
+	UpstreamRestartTime time.Duration
+	ShutdownDrain       time.Duration
 }
 
 // Enabled reports whether the BGP speaker should run.
@@ -217,6 +226,13 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.BGP.HoldTime, "bgp-hold-time", 30*time.Second, "BGP hold time")
 	fs.BoolVar(&c.BGP.KeepRoutesOnExit, "bgp-keep-routes-on-exit", false, "keep learned routes when the daemon stops")
 	fs.Var(uint32Flag{&c.BGP.MaxPrefixes}, "bgp-max-prefixes", "most prefixes accepted from one peer (default 10000)")
+	fs.Var(repeatFlag{&c.BGP.UpstreamPeers}, "bgp-upstream-peer", "upstream router that receives the announce addresses: ADDRESS,as=N[,port=N][,password-secret=NS/NAME[/KEY]] (repeatable)")
+	fs.Var(repeatFlag{&c.BGP.AnnounceAddresses}, "announce-address", "ingress address (IP, IP/32 or IP/128) put on lo, bound by HAProxy and announced to the upstream peers while this edge can serve (repeatable)")
+	fs.Var(repeatFlag{&c.BGP.UpstreamCommunities}, "bgp-upstream-community", "BGP community AS:N attached to the announce addresses (repeatable)")
+	fs.StringVar(&c.BGP.UpstreamMED, "bgp-upstream-med", "", "MED attached to the announce addresses (default: none)")
+	fs.DurationVar(&c.BGP.UpstreamHoldTime, "bgp-upstream-hold-time", 9*time.Second, "hold time proposed to upstream peers: how long a frozen edge keeps its flows")
+	fs.DurationVar(&c.BGP.UpstreamRestartTime, "bgp-upstream-restart-time", 60*time.Second, "graceful-restart time announced to upstream peers (a hand-over restart keeps the address routed); 0 disables graceful restart")
+	fs.DurationVar(&c.BGP.ShutdownDrain, "shutdown-drain", 5*time.Second, "on stop, how long HAProxy keeps serving after the announce addresses are withdrawn")
 	return fs
 }
 

@@ -125,5 +125,7 @@ var groups = []struct {
 		"bgp-peers-from-nodes", "bgp-node-selector", "bgp-node-password-secret", "bgp-node-port", "bgp-node-ttl-security", "bgp-cluster-as",
 		"bgp-passive-prefix", "bgp-ebgp-multihop", "pod-cidr", "bgp-block-size", "route-table", "bgp-hold-time",
 		"bgp-keep-routes-on-exit", "bgp-max-prefixes"}},
+	{"High availability", []string{"announce-address", "bgp-upstream-peer", "bgp-upstream-community", "bgp-upstream-med",
+		"bgp-upstream-hold-time", "bgp-upstream-restart-time", "shutdown-drain"}},
 	{"Daemon", []string{"log", "config", "version"}},
 }

@@ -44,6 +44,10 @@ var examples = map[string]any{
 	"bgp-node-selector":       "perimeter-peer == 'true'",
 	"pod-cidr":                []string{"198.18.0.0/16"},
 	"bgp-max-prefixes":        10000,
+	"bgp-upstream-peer":       []string{"198.51.100.1,as=64500", "198.51.100.2,as=64500,password-secret=perimeter/upstream"},
+	"announce-address":        []string{"203.0.113.10"},
+	"bgp-upstream-community":  []string{"64500:100"},
+	"bgp-upstream-med":        "10",
 }
 
 // notes add to a flag's one-line usage in the Markdown reference.
@@ -53,7 +57,8 @@ var notes = map[string]string{
 	"ingress.class":                 "An Ingress names its class by `spec.ingressClassName` or the annotation `kubernetes.io/ingress.class`.",
 	"default-ssl-certificate":       "The ConfigMap's `ssl-certificate` wins; see [tls.md](tls.md).",
 	"config-snippets":               "See [annotations.md](annotations.md#config-snippets).",
-	"publish-address":               "For a keepalived pair, the VIP.",
+	"publish-address":               "For a keepalived pair, the VIP. Default with --announce-address: the announce addresses.",
+	"announce-address":              "See [ha.md](ha.md).",
 	"disable-ingress-status-update": "No election either.",
 	"sync-period":                   "Endpoint changes go out through the Runtime API and are never delayed.",
 	"allow-cross-namespace-hosts":   "See [security.md](security.md#hosts-and-paths).",

@@ -47,6 +47,9 @@ type Options struct {
 	// IPv4BindAddress and IPv6BindAddress default to "0.0.0.0" and "::".
 	IPv4BindAddress, IPv6BindAddress      string
 	DisableHTTP, DisableIPv4, DisableIPv6 bool
+	// AnnounceAddresses are bound as well when the bind address of their
+	// family is not the wildcard (the ingress addresses of ha.md).
+	AnnounceAddresses []string
 
 	// StatsBindAddress defaults to 127.0.0.1. StatsBindPort serves /stats and
 	// /metrics (Prometheus); 0 disables it (the daemon's flag default is
@@ -161,6 +164,11 @@ type Driver struct {
 	serving atomic.Bool
 	// handOver leaves HAProxy running when Run ends (adopt.go).
 	handOver atomic.Bool
+	// adopted is set while the running HAProxy is one a previous daemon
+	// handed over.
+	adopted atomic.Bool
+	// changed is signalled (without blocking) when running changes.
+	changed chan struct{}
 }
 
 type paths struct {
@@ -201,6 +209,7 @@ func New(o Options) (*Driver, error) {
 	}
 	d := &Driver{
 		sandbox:  sb,
+		changed:  make(chan struct{}, 1),
 		opts:     o,
 		log:      o.Logger,
 		version:  v,
@@ -322,6 +331,24 @@ func (d *Driver) ConfigPath() string { return d.paths.config }
 
 // Serving reports whether HAProxy runs a configuration that came from Apply.
 func (d *Driver) Serving() bool { return d.serving.Load() }
+
+// Changed is signalled when HAProxy stops or becomes ready, for a watcher
+// that must react at once (the ingress address announcement).
+func (d *Driver) Changed() <-chan struct{} { return d.changed }
+
+func (d *Driver) signalChanged() {
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Running reports whether a ready HAProxy runs, whatever its configuration.
+func (d *Driver) Running() bool { return d.running.Load() }
+
+// Adopted reports whether the running HAProxy was handed over by a previous
+// daemon.
+func (d *Driver) Adopted() bool { return d.running.Load() && d.adopted.Load() }
 
 // Reloads returns the master's reload counter from `show proc`. It restarts
 // from zero when the master is restarted.

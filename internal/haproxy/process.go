@@ -227,6 +227,8 @@ func (d *Driver) becomeReady(ctx context.Context, p *process) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.running.Store(true)
+	d.adopted.Store(p.adopted)
+	defer d.signalChanged()
 	d.dirty = false
 	d.loadedGen = p.loadedGen
 	if p.adopted && !d.fromApply {
@@ -251,6 +253,7 @@ func (d *Driver) becomeReady(ctx context.Context, p *process) {
 func (d *Driver) markStopped() {
 	d.running.Store(false)
 	d.serving.Store(false)
+	d.signalChanged()
 }
 
 // stopProcess soft-stops the master (workers finish their connections),

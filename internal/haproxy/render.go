@@ -54,17 +54,8 @@ func newRenderer(o Options, p paths, v Version) renderer {
 	r := renderer{adminSock: p.adminSock, mapsDir: p.mapsDir, promex: v.Features["PROMEX"], tcpHosts: tcpHosts(o),
 		trustForwardedFor: o.TrustForwardedFor}
 	r.httpsBinds, r.certsDir = tlsBinds(o), filepath.Join(o.ConfigDir, certsDirName)
-	port := strconv.Itoa(o.HTTPBindPort)
 	if !o.DisableHTTP {
-		if !o.DisableIPv4 {
-			r.httpBinds = append(r.httpBinds, types.Bind{Path: net.JoinHostPort(o.IPv4BindAddress, port)})
-		}
-		if !o.DisableIPv6 {
-			r.httpBinds = append(r.httpBinds, types.Bind{
-				Path:   net.JoinHostPort(o.IPv6BindAddress, port),
-				Params: []params.BindOption{&params.BindOptionWord{Name: "v6only"}},
-			})
-		}
+		r.httpBinds = bindsFor(o, o.HTTPBindPort)
 	}
 	if o.StatsBindPort != 0 {
 		r.stats = net.JoinHostPort(o.StatsBindAddress, strconv.Itoa(o.StatsBindPort))

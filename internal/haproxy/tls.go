@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	parser "github.com/haproxytech/client-native/v6/config-parser"
@@ -196,18 +194,7 @@ func tlsBinds(o Options) []types.Bind {
 	if o.HTTPSBindPort == 0 {
 		return nil
 	}
-	port := strconv.Itoa(o.HTTPSBindPort)
-	var out []types.Bind
-	if !o.DisableIPv4 {
-		out = append(out, types.Bind{Path: net.JoinHostPort(o.IPv4BindAddress, port)})
-	}
-	if !o.DisableIPv6 {
-		out = append(out, types.Bind{
-			Path:   net.JoinHostPort(o.IPv6BindAddress, port),
-			Params: []params.BindOption{&params.BindOptionWord{Name: "v6only"}},
-		})
-	}
-	return out
+	return bindsFor(o, o.HTTPSBindPort)
 }
 
 func (r renderer) certPath(rel string) string { return filepath.Join(r.certsDir, rel) }
