@@ -423,12 +423,35 @@ func (u *Upstream) setPolicies(ctx context.Context, srv *server.BgpServer) error
 			return fmt.Errorf("upstream export policy: %w", err)
 		}
 	}
-	var export []*api.Policy
+	var export, imp []*api.Policy
 	if len(pfx) > 0 {
 		export = []*api.Policy{{Name: "export-announce"}}
+		// GoBGP's import policy also sees our own paths: take those
+		// (the announce addresses) and refuse everything the peers send.
+		var peers []string
+		for _, p := range u.cfg.Peers {
+			peers = append(peers, netip.PrefixFrom(p.Address, p.Address.BitLen()).String())
+		}
+		st := []*api.Statement{}
+		if len(peers) > 0 {
+			if err := srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+				DefinedType: api.DefinedType_NEIGHBOR, Name: "upstream-peers", List: peers}}); err != nil {
+				return fmt.Errorf("upstream neighbor set: %w", err)
+			}
+			st = append(st, &api.Statement{Name: "from-peers",
+				Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Name: "upstream-peers", Type: api.MatchSet_ANY}},
+				Actions:    &api.Actions{RouteAction: api.RouteAction_REJECT}})
+		}
+		st = append(st, &api.Statement{Name: "own",
+			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Name: "announce", Type: api.MatchSet_ANY}},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT}})
+		if err := srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: "import-own", Statements: st}}); err != nil {
+			return fmt.Errorf("upstream import policy: %w", err)
+		}
+		imp = []*api.Policy{{Name: "import-own"}}
 	}
 	for _, a := range []*api.PolicyAssignment{
-		{Name: "global", Direction: api.PolicyDirection_IMPORT, DefaultAction: api.RouteAction_REJECT},
+		{Name: "global", Direction: api.PolicyDirection_IMPORT, Policies: imp, DefaultAction: api.RouteAction_REJECT},
 		{Name: "global", Direction: api.PolicyDirection_EXPORT, Policies: export, DefaultAction: api.RouteAction_REJECT},
 	} {
 		if err := srv.AddPolicyAssignment(ctx, &api.AddPolicyAssignmentRequest{Assignment: a}); err != nil {

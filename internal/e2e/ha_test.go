@@ -1,0 +1,364 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
+)
+
+const haHost = "ha.example"
+
+// haClients is the client's concurrency in the load tests (connection per
+// request, keep-alive).
+const haFresh, haKeepAlive, haClients = 4, 2, 6
+
+// haSetup starts two edges serving one Ingress and waits until the router
+// forwards the announce address to both.
+func haSetup(t testing.TB) *haLab {
+	e := newEnv(t)
+	l := newHALab(e, 2)
+	pods := l.pods("ha", 2)
+	e.service("web", nil, pods...)
+	e.ingress("web", nil, rule{host: haHost, path: "/", service: "web"})
+	for _, ed := range l.edges {
+		ed.start()
+	}
+	l.waitNextHops(30*time.Second, l.edges...)
+	return l
+}
+
+// TestHAEdgesShareTheAddress: both edges announce; the router spreads the
+// client's flows over both; the status says why; the Ingress status lists
+// the announce address; an Ingress change is served by both.
+func TestHAEdgesShareTheAddress(t *testing.T) {
+	l := haSetup(t)
+	e := l.e
+	if got, err := l.birdRoutes(); err != nil || !slices.Equal(got, l.addrs(l.edges...)) {
+		t.Fatalf("BIRD routes %s via %v (%v), want both edges", haAnnounce, got, err)
+	}
+	before := []int{l.edges[0].requests(), l.edges[1].requests()}
+	load := l.startLoad(haHost, 4, 0)
+	load.waitSent(t, 400)
+	sent, failed, errs := load.finish()
+	if failed > 0 {
+		t.Fatalf("%d of %d requests failed: %v", failed, sent, errs)
+	}
+	var per []int
+	for i, ed := range l.edges {
+		n := ed.requests() - before[i]
+		per = append(per, n)
+		if n <= 0 {
+			t.Errorf("edge %d took no flow (%d requests sent)", i, sent)
+		}
+	}
+	t.Logf("%d requests from one client: %v per edge", sent, per)
+
+	for _, ed := range l.edges {
+		st, err := ed.upstream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Announced || st.Reason != "serving" || len(st.Peers) != 1 || st.Peers[0].State != "Established" {
+			t.Fatalf("edge %d upstream status: %+v", ed.i, st)
+		}
+	}
+	// The text `perimeter bgp status` prints.
+	resp, err := l.edges[0].ctrl.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/bgp/upstream", haCtrlPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := readAll(resp)
+	if !strings.Contains(text, haAnnounce+"/32") || !strings.Contains(text, "announced since") || !strings.Contains(text, "Established") {
+		t.Fatalf("status text:\n%s", text)
+	}
+
+	// Ingress status: the announce address, not an edge's.
+	testenv.Eventually(t, 20*time.Second, func() error {
+		ing, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var ips []string
+		for _, x := range ing.Status.LoadBalancer.Ingress {
+			ips = append(ips, x.IP)
+		}
+		if !slices.Equal(ips, []string{haAnnounce}) {
+			return fmt.Errorf("Ingress status %v, want [%s]", ips, haAnnounce)
+		}
+		return nil
+	})
+
+	// A new Ingress is served by both edges.
+	pods := l.pods("ha-new", 1)
+	e.service("new", nil, pods...)
+	e.ingress("new", nil, rule{host: "new.example", path: "/", service: "new"})
+	for _, ed := range l.edges {
+		testenv.Eventually(t, 20*time.Second, func() error { return ed.serves("new.example") })
+	}
+}
+
+// TestHAGracefulStopAndHandOver: a stop under load withdraws first and
+// drains (no request fails); the edge comes back and takes flows again; a
+// rolling hand-over restart of both edges keeps the address routed to both
+// the whole time (read from the router's kernel and from BIRD) and fails no
+// request.
+func TestHAGracefulStopAndHandOver(t *testing.T) {
+	l := haSetup(t)
+	ed0, ed1 := l.edges[0], l.edges[1]
+
+	rehashed, failed, sent, took := haGraceful(t, l)
+	t.Logf("graceful stop under load: %d requests, %d failed outside the router's rehash, %d reset in flight at a rehash; withdrawn %s after SIGTERM",
+		sent, failed, rehashed, took)
+	if failed > 0 {
+		t.Fatalf("%d of %d requests failed across a graceful stop, away from any route change", failed, sent)
+	}
+	if rehashed > 2*haClients {
+		t.Fatalf("%d requests reset at the two route changes, more than the %d in flight", rehashed, 2*haClients)
+	}
+	before := ed0.requests()
+	load := l.startLoad(haHost, 4, 0)
+	load.waitSent(t, load.sent.Load()+300)
+	load.finish()
+	if ed0.requests() <= before {
+		t.Fatalf("edge 0 takes no flow after it came back")
+	}
+
+	// Rolling hand-over restart.
+	rfailed, sent, gaps := haRolling(t, l)
+	t.Logf("rolling hand-over restart under load: %d requests, %d failed", sent, rfailed)
+	if len(gaps) > 0 {
+		t.Fatalf("the address was withdrawn during the hand-over: %v", gaps)
+	}
+	if rfailed > 0 {
+		t.Fatalf("%d of %d requests failed across the rolling hand-over", rfailed, sent)
+	}
+	for _, ed := range []*haEdge{ed0, ed1} {
+		if !strings.Contains(ed.d.out.String(), "adopting haproxy") {
+			t.Errorf("edge %d did not adopt its HAProxy", ed.i)
+		}
+		st, err := ed.upstream()
+		if err != nil || !st.Restarting || !st.Announced {
+			t.Errorf("edge %d after the hand-over: %+v %v", ed.i, st, err)
+		}
+	}
+}
+
+// haGraceful stops edge 0 with SIGTERM under load, then starts it again.
+// Failures are split: at the two instants the router rehashes (withdraw,
+// re-announce) a request in flight on a moved flow is reset by the other
+// edge; any other failure is the daemon's fault.
+func haGraceful(t testing.TB, l *haLab) (rehashed, failed int, sent int64, withdrawn time.Duration) {
+	ed0, ed1 := l.edges[0], l.edges[1]
+	load := l.startLoad(haHost, haFresh, haKeepAlive)
+	defer load.finish()
+	load.waitSent(t, 300)
+	w := l.watchRoutes()
+	defer w.finish()
+	start := time.Now()
+	ed0.signal(syscall.SIGTERM)
+	ed0.waitExit(30 * time.Second)
+	stopped := time.Since(start)
+	if stopped < haDrain {
+		t.Fatalf("edge 0 stopped %s after SIGTERM, before the %s drain", stopped, haDrain)
+	}
+	w.mu.Lock()
+	at := firstWithout(w.changes, ed0.addr)
+	w.mu.Unlock()
+	if at.IsZero() || at.Sub(start) > stopped {
+		t.Fatalf("edge 0 stopped without being withdrawn first")
+	}
+	withdrawn = at.Sub(start)
+	l.waitNextHops(5*time.Second, ed1)
+	load.waitSent(t, load.sent.Load()+300)
+	ed0.start()
+	l.waitNextHops(30*time.Second, ed0, ed1)
+	load.waitSent(t, load.sent.Load()+300)
+	sent, _, errs := load.finish()
+	rehashed, other := load.outsideRehash(w.finish())
+	if len(errs) > 0 {
+		t.Logf("failures (first): %v", errs)
+	}
+	return rehashed, len(other), sent, withdrawn
+}
+
+// haRolling hand-over restarts each edge in turn under load and returns
+// the times either edge was missing from the router's route or BIRD's.
+func haRolling(t testing.TB, l *haLab) (failed, sent int64, gaps []string) {
+	load := l.startLoad(haHost, haFresh, haKeepAlive)
+	defer load.finish()
+	load.waitSent(t, load.sent.Load()+300)
+	w := l.watchRoutes()
+	birdStop := make(chan struct{})
+	birdDone := make(chan []string)
+	go func() {
+		var bad []string
+		for {
+			select {
+			case <-birdStop:
+				birdDone <- bad
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if via, err := l.birdRoutes(); err == nil && !slices.Equal(via, l.addrs(l.edges...)) {
+				bad = append(bad, fmt.Sprintf("%s BIRD: %v", time.Now().Format("15:04:05.000"), via))
+			}
+		}
+	}()
+	for _, ed := range l.edges {
+		ed.signal(syscall.SIGUSR1)
+		ed.waitExit(30 * time.Second)
+		if ed.d.exitErr != nil {
+			t.Fatalf("edge %d hand-over exit: %v", ed.i, ed.d.exitErr)
+		}
+		ed.start()
+		testenv.Eventually(t, 30*time.Second, func() error {
+			st, err := ed.upstream()
+			if err != nil {
+				return err
+			}
+			if len(st.Peers) == 0 || st.Peers[0].State != "Established" || !st.Announced {
+				return fmt.Errorf("edge %d upstream: %+v", ed.i, st)
+			}
+			return nil
+		})
+		load.waitSent(t, load.sent.Load()+300)
+	}
+	close(birdStop)
+	gaps = <-birdDone
+	for _, c := range w.finish() {
+		if !slices.Equal(c.hops, l.addrs(l.edges...)) {
+			gaps = append(gaps, fmt.Sprintf("%s kernel: %v", c.at.Format("15:04:05.000"), c.hops))
+		}
+	}
+	sent, failed, errs := load.finish()
+	if failed > 0 {
+		t.Logf("failures: %v", errs)
+	}
+	return failed, sent, gaps
+}
+
+// TestHAFailures: HAProxy killed while its daemon lives is withdrawn and
+// re-announced; a crash (daemon and HAProxy killed) costs the requests in
+// flight until the restarted daemon's session tells the router; a frozen
+// edge is withdrawn within the hold time.
+func TestHAFailures(t *testing.T) {
+	l := haSetup(t)
+
+	down, back := haKillHAProxy(t, l, l.edges[1])
+	t.Logf("HAProxy killed: withdrawn after %s, announced again after %s", down, back)
+
+	failed, sent, conv := haCrash(t, l)
+	t.Logf("crash under load: %d of %d requests failed; the router forwarded to the other edge only after %s", failed, sent, conv)
+
+	frozen := haFreeze(t, l)
+	t.Logf("freeze: withdrawn %s after SIGSTOP (hold time %s)", frozen, haHoldTime)
+	if frozen > haHoldTime+time.Second {
+		t.Fatalf("a frozen edge stayed routed %s, more than the %s hold time", frozen, haHoldTime)
+	}
+	// An Ingress change after all this is served by both.
+	pods := l.pods("ha-after", 1)
+	l.e.service("after", nil, pods...)
+	l.e.ingress("after", nil, rule{host: "after.example", path: "/", service: "after"})
+	for _, ed := range l.edges {
+		testenv.Eventually(t, 20*time.Second, func() error { return ed.serves("after.example") })
+	}
+}
+
+// haKillHAProxy kills the edge's HAProxy (master and workers): the daemon
+// withdraws before it has HAProxy back, then announces again.
+func haKillHAProxy(t testing.TB, l *haLab, ed *haEdge) (down, back time.Duration) {
+	w := l.watchRoutes()
+	start := time.Now()
+	logBefore := len(ed.d.out.String())
+	for _, pid := range haproxyPIDs(ed.runtimeDir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	l.waitNextHops(30*time.Second, l.edges...)
+	// Back: wait until a change brought it back after it was gone.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		gone := false
+		for _, c := range w.changes {
+			if !slices.Contains(c.hops, ed.addr) {
+				gone = true
+			} else if gone {
+				return nil
+			}
+		}
+		return fmt.Errorf("edge %d not withdrawn and back yet", ed.i)
+	})
+	changes := w.finish()
+	at := firstWithout(changes, ed.addr)
+	down = at.Sub(start)
+	for _, c := range changes {
+		if c.at.After(at) && slices.Contains(c.hops, ed.addr) {
+			back = c.at.Sub(start)
+			break
+		}
+	}
+	out := ed.d.out.String()[logBefore:]
+	wd := strings.Index(out, "withdrawing the ingress addresses")
+	hs := strings.Index(out, "haproxy started")
+	if wd < 0 || hs < 0 || wd > hs {
+		t.Fatalf("want a withdrawal before HAProxy is started again (withdraw at %d, start at %d):\n%s", wd, hs, tail(out, 30))
+	}
+	if !strings.Contains(out[wd:], "reason=haproxy-down") && !strings.Contains(out[wd:], "reason=binds-not-answering") {
+		t.Errorf("withdrawal reason:\n%s", tail(out, 30))
+	}
+	return down, back
+}
+
+// haCrash kills edge 0's daemon and HAProxy under load and restarts the
+// daemon at once, as systemd would (its RestartSec comes on top).
+func haCrash(t testing.TB, l *haLab) (failed, sent int64, converged time.Duration) {
+	ed0, ed1 := l.edges[0], l.edges[1]
+	load := l.startLoad(haHost, haFresh, haKeepAlive)
+	defer load.finish()
+	load.waitSent(t, load.sent.Load()+300)
+	w := l.watchRoutes()
+	start := time.Now()
+	ed0.signal(syscall.SIGKILL)
+	for _, pid := range haproxyPIDs(ed0.runtimeDir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	ed0.waitExit(10 * time.Second)
+	ed0.start()
+	l.waitNextHops(60*time.Second, ed0, ed1)
+	changes := w.finish()
+	at := firstWithout(changes, ed0.addr)
+	if at.IsZero() {
+		t.Fatalf("the crashed edge was never withdrawn: %v", changes)
+	}
+	converged = at.Sub(start)
+	load.waitSent(t, load.sent.Load()+300)
+	sent, failed, errs := load.finish()
+	t.Logf("crash failures (first): %v", errs)
+	return failed, sent, converged
+}
+
+// haFreeze stops edge 1's daemon and HAProxy with SIGSTOP and measures how
+// long the router keeps forwarding to it; then thaws it.
+func haFreeze(t testing.TB, l *haLab) time.Duration {
+	ed1 := l.edges[1]
+	pids := append([]int{ed1.d.cmd.Process.Pid}, haproxyPIDs(ed1.runtimeDir)...)
+	start := time.Now()
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	took := l.waitNextHops(haHoldTime+5*time.Second, l.edges[0])
+	_ = start
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	l.waitNextHops(60*time.Second, l.edges...)
+	return took
+}
