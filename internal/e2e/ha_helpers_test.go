@@ -54,7 +54,6 @@ const (
 	haClientAddr = "203.0.113.1"
 )
 
-
 type haLab struct {
 	e       *env
 	dir     string
