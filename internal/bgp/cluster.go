@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,6 +40,10 @@ type ClusterState struct {
 	// NodePort is BGPConfiguration default's listenPort, where the nodes'
 	// BIRD listens (0: 179).
 	NodePort uint16 `json:"nodePort,omitempty"`
+	// Hosts maps pod addresses to the node running the pod, from the
+	// EndpointSlices' nodeName (watched only with BlockAffinities, where a
+	// pod may hold an address borrowed from another node's block).
+	Hosts map[netip.Addr]string `json:"-"`
 }
 
 // Source delivers cluster state. Run calls update with a complete snapshot
@@ -227,6 +232,15 @@ func (k *KubeSource) run(ctx context.Context, api calicoAPI, update func(Cluster
 		secretInfs = append(secretInfs, secretInf{ref, inf})
 	}
 
+	var sliceInf cache.SharedIndexInformer
+	if api.affinities {
+		sliceInf = factory.Discovery().V1().EndpointSlices().Informer()
+		if _, err := sliceInf.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("endpointslice informer: %w", err)
+		}
+		synced = append(synced, sliceInf.HasSynced)
+	}
+
 	var poolInf, affInf, confInf cache.SharedIndexInformer
 	if !api.gv.Empty() {
 		df := dynamicinformer.NewDynamicSharedInformerFactory(k.dyn, k.Resync)
@@ -294,6 +308,9 @@ func (k *KubeSource) run(ctx context.Context, api calicoAPI, update func(Cluster
 				}
 			}
 		}
+		if sliceInf != nil {
+			st.Hosts = hostsFromSlices(sliceInf.GetStore().List())
+		}
 		if confInf != nil {
 			if o, ok, _ := confInf.GetStore().GetByKey("default"); ok {
 				st.ASNumber, st.NodePort = bgpConfigurationFromObject(o.(*unstructured.Unstructured))
@@ -341,6 +358,29 @@ func (k *KubeSource) discoverCalico() (calicoAPI, error) {
 		}
 	}
 	return calicoAPI{}, nil
+}
+
+// hostsFromSlices maps every IPv4 endpoint address with a nodeName to that
+// node.
+func hostsFromSlices(objs []any) map[netip.Addr]string {
+	out := map[netip.Addr]string{}
+	for _, o := range objs {
+		s, ok := o.(*discoveryv1.EndpointSlice)
+		if !ok || s.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ep.NodeName == nil || *ep.NodeName == "" {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
+					out[ip] = *ep.NodeName
+				}
+			}
+		}
+	}
+	return out
 }
 
 // nodeFromObject extracts the BGP view of a Node: Calico's BGP address

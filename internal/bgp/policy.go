@@ -107,6 +107,9 @@ type Policy struct {
 	podCIDRs []Affinity
 	// trusted are the peers whose next hops are not checked.
 	trusted []netip.Prefix
+	// hosted are borrowed pod addresses by the node running the pod: its
+	// path is preferred over other nodes' re-announcements.
+	hosted map[string][]netip.Addr
 }
 
 // NewPolicy builds the policy. affinities nil means "unknown" (no ownership
@@ -178,6 +181,48 @@ func (p *Policy) WithTrusted(peers []netip.Prefix) *Policy {
 	slices.SortFunc(q.trusted, comparePrefix)
 	q.trusted = slices.Compact(q.trusted)
 	return &q
+}
+
+// WithHosts returns the policy preferring, for each borrowed pod address
+// (inside a pool, not inside a block of the node running the pod), the path
+// from the node running the pod: over eBGP every node announces it, each
+// with itself as next hop, and any of them would do, at the cost of an extra
+// hop.
+func (p *Policy) WithHosts(hosts map[netip.Addr]string) *Policy {
+	q := *p
+	q.hosted = map[string][]netip.Addr{}
+	for ip, node := range hosts {
+		if _, ok := p.nodeAddrs[node]; !ok || !ip.Is4() || !p.inPool(ip) {
+			continue
+		}
+		if p.ownerOf(netip.PrefixFrom(ip, 32)) == node {
+			continue // inside its node's own block: announced as the block
+		}
+		q.hosted[node] = append(q.hosted[node], ip)
+	}
+	for _, ips := range q.hosted {
+		slices.SortFunc(ips, netip.Addr.Compare)
+	}
+	return &q
+}
+
+// HostOf is the node running the borrowed pod address ip, if known.
+func (p *Policy) HostOf(ip netip.Addr) string {
+	for n, ips := range p.hosted {
+		if _, ok := slices.BinarySearchFunc(ips, ip, netip.Addr.Compare); ok {
+			return n
+		}
+	}
+	return ""
+}
+
+func (p *Policy) inPool(ip netip.Addr) bool {
+	for _, pl := range p.pools {
+		if pl.CIDR.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // Trusted reports whether peer's next hops are trusted.
@@ -344,6 +389,7 @@ func (p *Policy) gobgp() *api.SetPoliciesRequest {
 				MaskLengthMin: uint32(pl.BlockSize), MaskLengthMax: 32})
 		}
 		prefixSet("pod-hosts", hosts)
+		stmts = append(stmts, p.hostedStatements(prefixSet)...)
 		stmts = append(stmts, &api.Statement{Name: "pod-hosts", Actions: accept,
 			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "pod-hosts"},
 				NextHopInList: p.nodeNextHops()}})
@@ -357,6 +403,37 @@ func (p *Policy) gobgp() *api.SetPoliciesRequest {
 	}
 	req.Policies = []*api.Policy{{Name: importPolicyName, Statements: stmts}}
 	return req
+}
+
+// preferredLocalPref is the LOCAL_PREF given to the path of a borrowed pod
+// address from the node running the pod (others get the default, 100).
+const preferredLocalPref = 200
+
+// hostedStatements make one statement per node running pods on borrowed
+// addresses: those /32s via the node are accepted with a higher LOCAL_PREF,
+// ahead of the general pod-hosts statement.
+func (p *Policy) hostedStatements(prefixSet func(string, []*api.Prefix)) []*api.Statement {
+	var nodes []string
+	for n := range p.hosted {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	var stmts []*api.Statement
+	for i, n := range nodes {
+		var set []*api.Prefix
+		for _, ip := range p.hosted[n] {
+			set = append(set, &api.Prefix{IpPrefix: netip.PrefixFrom(ip, 32).String(), MaskLengthMin: 32, MaskLengthMax: 32})
+		}
+		name := fmt.Sprintf("node-%d-pods", i)
+		prefixSet(name, set)
+		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("hosted-%d", i),
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, LocalPref: &api.LocalPrefAction{Value: preferredLocalPref}},
+			Conditions: &api.Conditions{
+				PrefixSet:     &api.MatchSet{Type: api.MatchSet_ANY, Name: name},
+				NextHopInList: p.nextHopsOf(n),
+			}})
+	}
+	return stmts
 }
 
 // podCIDRStatements makes one statement per Node with spec.podCIDRs: those

@@ -380,7 +380,7 @@ func (s *Speaker) apply(ctx context.Context, st ClusterState) {
 	for _, p := range s.cfg.PodCIDRs {
 		pools = append(pools, Pool{Name: "config", CIDR: p, BlockSize: s.cfg.BlockSize})
 	}
-	pol := NewPolicy(pools, st.Affinities, st.Nodes).WithTrusted(s.cfg.trustedPeers())
+	pol := NewPolicy(pools, st.Affinities, st.Nodes).WithTrusted(s.cfg.trustedPeers()).WithHosts(st.Hosts)
 	if err := s.setPolicy(ctx, pol); err != nil {
 		s.log.Error("update BGP import policy", "err", err)
 	}

@@ -578,3 +578,31 @@ func TestMaxPrefixes(t *testing.T) {
 		return ""
 	})
 }
+
+// Over eBGP every node announces a borrowed address with itself as next hop:
+// the path from the node running the pod (EndpointSlice nodeName) wins over
+// the tie-break, which picks node-b's path here.
+func TestBorrowedAddressPrefersHost(t *testing.T) {
+	src := newChanSource()
+	cfg := loopbackConfig(t, src)
+	rt := newFakeRoutes()
+	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
+	b := startFakeNode(t, "127.0.0.3", cfg.ListenPort)
+	startSpeaker(t, cfg, rt, nil)
+	st := ClusterState{
+		Nodes:      []Node{loopNode("node-a", "127.0.0.2"), loopNode("node-b", "127.0.0.3")},
+		Pools:      []Pool{{Name: "default", CIDR: netip.MustParsePrefix("198.18.64.0/20"), BlockSize: 26}},
+		Affinities: []Affinity{aff("198.18.64.0/26", "node-a"), aff("198.18.64.64/26", "node-b")},
+	}
+	src.ch <- st
+	a.announce(t, "198.18.64.71/32", "127.0.0.2")
+	b.announce(t, "198.18.64.71/32", "127.0.0.3")
+	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.71/32 via 127.0.0.3\n"))
+
+	st.Hosts = map[netip.Addr]string{
+		netip.MustParseAddr("198.18.64.10"): "node-a", // in its own block: not announced as a /32
+		netip.MustParseAddr("198.18.64.71"): "node-a", // borrowed from node-b's block
+	}
+	src.ch <- st
+	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.71/32 via 127.0.0.2\n"))
+}

@@ -54,6 +54,8 @@ type calicoBed struct {
 	dir   string
 	port  int // the daemon's BGP port (the BGPPeer's peerIP port)
 	nodes []*calicoNode
+	// podNode is where each pod runs, for the EndpointSlices' nodeName.
+	podNode map[string]string
 }
 
 // calicoNode is a namespace with BIRD 1.6 playing calico-node.
@@ -82,7 +84,7 @@ func newCalicoBed(t *testing.T, n int, mesh, hostLocal bool) *calicoBed {
 	if err := c.InstallCalicoCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := &calicoBed{e: e, dir: shortTempDir(t), port: testenv.FreePort(t)}
+	b := &calicoBed{e: e, dir: shortTempDir(t), port: testenv.FreePort(t), podNode: map[string]string{}}
 	t.Cleanup(func() {
 		for dst := range calicoKernelRoutes(t) {
 			_ = exec.Command("ip", "route", "del", dst, "proto", strconv.Itoa(routes.DefaultProtocol)).Run()
@@ -214,7 +216,25 @@ func (n *calicoNode) pod(name, ip string) *testenv.Pod {
 		Dst: &net.IPNet{IP: p.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}, Protocol: netlink.RouteProtocol(3)}); err != nil {
 		t.Fatalf("route to %s in %s: %v", ip, n.name, err)
 	}
+	n.bed.podNode[name] = n.name
 	return p
+}
+
+// service is env.service with each endpoint's nodeName, as the
+// EndpointSlice controller writes it.
+func (b *calicoBed) service(name string, pods ...*testenv.Pod) *testenv.Service {
+	b.e.t.Helper()
+	s := b.e.c.CreateService(b.e.t, testenv.ServiceSpec{Namespace: b.e.ns, Name: name, Endpoints: b.endpoints(pods...)})
+	b.e.annotate("Service", name, checkedService)
+	return s
+}
+
+func (b *calicoBed) endpoints(pods ...*testenv.Pod) []testenv.Endpoint {
+	var out []testenv.Endpoint
+	for _, p := range pods {
+		out = append(out, testenv.Endpoint{IP: p.IP.String(), NodeName: b.podNode[p.Name]})
+	}
+	return out
 }
 
 // hostIP is the address at offset in the node's block.

@@ -39,7 +39,7 @@ func TestCalicoMeshIBGP(t *testing.T) {
 	a := n0.pod("cal-a", n0.hostIP(10))
 	bb := n1.pod("cal-b", n1.hostIP(10))
 	borrowed := n1.pod("cal-borrowed", n0.hostIP(40))
-	e.service("web", checkedService, a, bb, borrowed)
+	b.service("web", a, bb, borrowed)
 	e.ingress("web", nil, rule{host: "calico.example", path: "/", service: "web"})
 	d := e.startDaemon(b.daemonFlags(calicoClusterAS,
 		"--bgp-node-password-secret="+e.ns+"/bgp-password", "--bgp-node-ttl-security=1")...)
@@ -59,22 +59,23 @@ func TestCalicoMeshIBGP(t *testing.T) {
 
 // eBGP edge (AS 65000): each node re-announces every other node's block
 // and the borrowed /32 with itself as next hop. Only the owners' paths are
-// used; the rest is counted, in metrics and status, without a Warn line.
-// The nodes' AS comes from the BGPConfiguration.
+// used (for the /32, the path from the node running the pod, its
+// EndpointSlice's nodeName); the rest is counted, in metrics and status,
+// without a Warn line. The nodes' AS comes from the BGPConfiguration.
 func TestCalicoEBGPEdge(t *testing.T) {
 	b := newCalicoBed(t, 3, true, false)
 	e, n := b.e, b.nodes
 	b.edgePeer("perimeter", "all()", testenv.CalicoPeer{AS: 65000}, nil, n...)
 	b.start()
 	pods := []*testenv.Pod{n[0].pod("ebgp-a", n[0].hostIP(10)), n[1].pod("ebgp-b", n[1].hostIP(10)),
-		n[2].pod("ebgp-c", n[2].hostIP(10)), n[1].pod("ebgp-borrowed", n[0].hostIP(40))}
-	e.service("web", checkedService, pods...)
+		n[2].pod("ebgp-c", n[2].hostIP(10)), n[2].pod("ebgp-borrowed", n[0].hostIP(40))}
+	b.service("web", pods...)
 	e.ingress("web", nil, rule{host: "ebgp.example", path: "/", service: "web"})
 	d := e.startDaemon(b.daemonFlags(65000)...)
 
 	d.waitCalicoPeers(60*time.Second, n...)
 	want := blocksVia(n...)
-	want[n[0].hostIP(40)+"/32"] = n[1].addr
+	want[n[0].hostIP(40)+"/32"] = n[2].addr // not via node 1, which re-announces it too
 	waitCalicoRoutes(t, 30*time.Second, want)
 	d.answeredBy("ebgp.example", 20*time.Second, pods...)
 
@@ -132,7 +133,7 @@ func TestCalicoEBGPKeepNextHop(t *testing.T) {
 	b.start()
 	pods := []*testenv.Pod{n[0].pod("keep-a", n[0].hostIP(10)), n[1].pod("keep-b", n[1].hostIP(10)),
 		n[2].pod("keep-c", n[2].hostIP(10)), n[1].pod("keep-borrowed", n[0].hostIP(40))}
-	e.service("web", checkedService, pods...)
+	b.service("web", pods...)
 	e.ingress("web", nil, rule{host: "keep.example", path: "/", service: "web"})
 	d := e.startDaemon(b.daemonFlags(65000)...)
 
@@ -191,7 +192,7 @@ func TestCalicoRouteReflector(t *testing.T) {
 	b.start()
 	pods := []*testenv.Pod{n[0].pod("rr-a", n[0].hostIP(10)), n[1].pod("rr-b", n[1].hostIP(10)),
 		n[2].pod("rr-c", n[2].hostIP(10))}
-	e.service("web", checkedService, pods...)
+	b.service("web", pods...)
 	e.ingress("web", nil, rule{host: "rr.example", path: "/", service: "web"})
 	d := e.startDaemon(b.daemonFlags(calicoClusterAS, "--bgp-node-selector=route-reflector=true")...)
 
@@ -214,7 +215,7 @@ func TestCalicoHostLocalIPAM(t *testing.T) {
 	b.edgePeer("perimeter", "all()", testenv.CalicoPeer{AS: calicoClusterAS}, nil, n...)
 	b.start()
 	pods := []*testenv.Pod{n[0].pod("hl-a", n[0].hostIP(10)), n[1].pod("hl-b", n[1].hostIP(10))}
-	e.service("web", checkedService, pods...)
+	b.service("web", pods...)
 	e.ingress("web", nil, rule{host: "hostlocal.example", path: "/", service: "web"})
 	d := e.startDaemon(b.daemonFlags(calicoClusterAS)...)
 
@@ -235,7 +236,7 @@ func TestCalicoNodeLifecycle(t *testing.T) {
 	b.edgePeer("perimeter", "all()", testenv.CalicoPeer{AS: calicoClusterAS}, nil, n0, n1)
 	b.start()
 	a, bb := n0.pod("life-a", n0.hostIP(10)), n1.pod("life-b", n1.hostIP(10))
-	svc := e.service("web", checkedService, a, bb)
+	svc := b.service("web", a, bb)
 	e.ingress("web", nil, rule{host: "life.example", path: "/", service: "web"})
 	d := e.startDaemon(b.daemonFlags(calicoClusterAS)...)
 	d.waitCalicoPeers(60*time.Second, n0, n1)
@@ -305,7 +306,7 @@ func TestCalicoNodeLifecycle(t *testing.T) {
 	// Node 1 is drained and leaves: its pod goes out of the Service, its
 	// Node object is deleted, calico-node stops.
 	loop = startRequestLoop(d.httpPort, "life.example")
-	svc.SetEndpoints(t, a.Endpoint())
+	svc.SetEndpoints(t, b.endpoints(a)...)
 	d.steady("life.example", 20, 20*time.Second, bb)
 	if err := e.c.Admin.CoreV1().Nodes().Delete(ctx, n1.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -34,6 +34,9 @@ type Endpoint struct {
 	// Terminating: being deleted (ready=false, terminating=true; serving
 	// stays true unless NotReady, as Kubernetes reports it).
 	Terminating bool
+	// NodeName is the node running the pod, as the EndpointSlice
+	// controller writes it ("": not set).
+	NodeName string
 }
 
 // ServiceSpec describes a selectorless Service and its one EndpointSlice.
@@ -163,6 +166,9 @@ func (s *Service) slice(eps []Endpoint) (*discoveryv1.EndpointSlice, error) {
 				Terminating: ptr(e.Terminating),
 			},
 		})
+		if e.NodeName != "" {
+			slice.Endpoints[len(slice.Endpoints)-1].NodeName = ptr(e.NodeName)
+		}
 	}
 	return slice, nil
 }
