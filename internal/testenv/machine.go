@@ -184,7 +184,7 @@ type MachineOptions struct {
 	// links and addresses are what the machine has; nothing inside
 	// configures the network.
 	Netns *Netns
-	// Name is the machine's name (hostname); default pm-<pid>-<seq>.
+	// Name is nspawn's name for the machine; default pm-<pid>-<seq>.
 	Name string
 }
 

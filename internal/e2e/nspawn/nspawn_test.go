@@ -84,7 +84,7 @@ func (m *machine) show(props ...string) map[string]string {
 	return vals
 }
 
-// journal returns the unit's journal since the cursor-less start of the boot.
+// journal returns the unit's journal of this boot.
 func (m *machine) journal() string {
 	m.t.Helper()
 	return m.run("journalctl -b -u perimeter.service --no-pager -o cat")
@@ -117,24 +117,22 @@ func TestPackageUnderSystemd(t *testing.T) {
 	debs := make(chan [2]string, 1)
 	debErr := make(chan error, 1)
 	var made []string
-	var madeMu sync.Mutex
+	built := make(chan struct{})
 	t.Cleanup(func() {
-		madeMu.Lock()
-		defer madeMu.Unlock()
+		<-built // a test that failed early still removes what the build makes
 		for _, f := range made {
 			_ = os.Remove(f)
 		}
 	})
 	go func() {
-		built, files, err := buildPackages()
-		madeMu.Lock()
+		defer close(built)
+		pkgs, files, err := buildPackages()
 		made = files
-		madeMu.Unlock()
 		if err != nil {
 			debErr <- err
 			return
 		}
-		debs <- built
+		debs <- pkgs
 	}()
 	rootReady := make(chan error, 1)
 	go func() { _, err := testenv.DebianRoot(); rootReady <- err }()
