@@ -59,9 +59,13 @@ DPKG_MAINTSCRIPT_PACKAGE=perimeter DPKG_MAINTSCRIPT_NAME=postrm /bin/sh /p/postr
 state purge-again
 `
 
-func TestMaintainerScriptsWithoutSystemd(t *testing.T) {
-	testenv.RequireRoot(t)
-	deb, _ := packages(t)
+// inDebianRoot runs script in a throwaway overlay of the cached Debian 12
+// root, in mount and network namespaces of its own: the overlay and any
+// route flush never reach the host, and go with the process. pkg is copied
+// to /p/ in the root (the chroot sees only what is mounted into it).
+// chroot: the script runs inside the root; else on the host with $ROOT.
+func inDebianRoot(t *testing.T, pkg, script string, chroot bool) string {
+	t.Helper()
 	root, err := testenv.DebianRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -72,35 +76,39 @@ func TestMaintainerScriptsWithoutSystemd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A copy: the chroot sees only what is mounted into it.
-	b, err := os.ReadFile(deb)
+	b, err := os.ReadFile(pkg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "p", "perimeter.deb"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "p", filepath.Base(pkg)), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Mount and network namespaces of its own: the overlay and the
-	// purge's route flush never reach the host, and go with the process.
 	mnt := filepath.Join(dir, "mnt")
+	run := `ROOT=` + mnt + ` exec /bin/sh -c "$0"`
+	if chroot {
+		run = "exec chroot " + mnt + ` /bin/sh -c "$0"`
+	}
 	setup := strings.Join([]string{
 		"set -e",
 		"mount --make-rprivate /",
 		"mount -t overlay overlay -o lowerdir=" + root + ",upperdir=" + filepath.Join(dir, "upper") + ",workdir=" + filepath.Join(dir, "work") + " " + mnt,
 		"mkdir -p " + mnt + "/p",
 		"mount --bind " + filepath.Join(dir, "p") + " " + mnt + "/p",
-		"exec chroot " + mnt + " /bin/sh -c \"$0\"",
+		run,
 	}, "\n")
-	cmd := exec.Command("unshare", "--mount", "--net", "sh", "-c", setup, scriptsRun)
-	out, err := cmd.CombinedOutput()
+	out, err := exec.Command("unshare", "--mount", "--net", "sh", "-c", setup, script).CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {
 		t.Fatalf("maintainer scripts: %v", err)
 	}
+	return string(out)
+}
 
+// states parses the "== name" sections of key=value lines the scripts print.
+func states(out string) map[string]map[string]string {
 	states := map[string]map[string]string{}
 	var cur map[string]string
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if name, ok := strings.CutPrefix(l, "== "); ok {
 			cur = map[string]string{}
 			states[name] = cur
@@ -110,6 +118,46 @@ func TestMaintainerScriptsWithoutSystemd(t *testing.T) {
 			cur[k] = strings.TrimSpace(v)
 		}
 	}
+	return states
+}
+
+func with(base map[string]string, kv ...string) map[string]string {
+	m := map[string]string{}
+	for k, v := range base {
+		m[k] = v
+	}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+type wantState struct {
+	state string
+	kv    map[string]string
+}
+
+func checkStates(t *testing.T, got map[string]map[string]string, want []wantState) {
+	t.Helper()
+	for _, w := range want {
+		g := got[w.state]
+		if g == nil {
+			t.Errorf("%s: no state printed", w.state)
+			continue
+		}
+		for k, v := range w.kv {
+			if g[k] != v {
+				t.Errorf("after %s: %s = %q, want %q", w.state, k, g[k], v)
+			}
+		}
+	}
+}
+
+func TestMaintainerScriptsWithoutSystemd(t *testing.T) {
+	testenv.RequireRoot(t)
+	deb, _ := packages(t)
+	out := inDebianRoot(t, deb, strings.ReplaceAll(scriptsRun, "/p/perimeter.deb", "/p/"+filepath.Base(deb)), true)
+	got := states(out)
 	installed := map[string]string{
 		"user":                   "/var/lib/perimeter:/usr/sbin/nologin",
 		"group":                  "perimeter",
@@ -121,24 +169,11 @@ func TestMaintainerScriptsWithoutSystemd(t *testing.T) {
 		"masked":                 "",
 		"routes":                 "2 1",
 	}
-	with := func(base map[string]string, kv ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range base {
-			m[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
 	gone := map[string]string{
 		"user": "", "group": "", "dir /etc/perimeter": "", "dir /var/lib/perimeter": "", "dir /run/perimeter": "",
 		"kubeconfig": "", "statoverride": "", "enabled": "", "masked": "", "files": "", "routes": "0 0",
 	}
-	for _, want := range []struct {
-		state string
-		kv    map[string]string
-	}{
+	checkStates(t, got, []wantState{
 		{"install", with(installed, "kubeconfig", "")},
 		{"configure-again", with(installed, "kubeconfig", "")},
 		{"upgrade", with(installed, "kubeconfig", "apiVersion: v1")},
@@ -148,19 +183,55 @@ func TestMaintainerScriptsWithoutSystemd(t *testing.T) {
 		{"reinstall", with(installed, "kubeconfig", "apiVersion: v1")},
 		{"purge", gone},
 		{"purge-again", gone},
-	} {
-		got := states[want.state]
-		if got == nil {
-			t.Errorf("%s: no state printed", want.state)
-			continue
-		}
-		for k, v := range want.kv {
-			if got[k] != v {
-				t.Errorf("after %s: %s = %q, want %q", want.state, k, got[k], v)
-			}
-		}
-	}
-	if f := states["install"]["files"]; !strings.Contains(f, "/usr/bin/perimeter") {
+	})
+	if f := got["install"]["files"]; !strings.Contains(f, "/usr/bin/perimeter") {
 		t.Errorf("after install: files %q", f)
 	}
+}
+
+// The rpm's scriptlets, the same way: rpm --root installs, upgrades (a
+// reinstall of the same version runs the upgrade branches) and erases the
+// package in the Debian root, whose useradd and systemctl stand in for a
+// RHEL's.
+const rpmRun = `
+set -e
+state() { chroot "$ROOT" /bin/sh -c "$STATE" state "$1"; }
+ip link set lo up
+ip -4 route add 198.18.200.0/24 dev lo proto 201
+ip -6 route add 2001:db8:201::/64 dev lo proto 201
+rpmdb --root "$ROOT" --initdb
+rpm --force-debian --root "$ROOT" -i --nodeps "$ROOT/p/$RPM"
+state install
+printf 'apiVersion: v1\n' >"$ROOT/etc/perimeter/kubeconfig"
+rpm --force-debian --root "$ROOT" -U --replacepkgs --nodeps "$ROOT/p/$RPM"
+state upgrade
+rpm --force-debian --root "$ROOT" -e --nodeps perimeter
+state erase
+`
+
+func TestRPMScriptletsWithoutSystemd(t *testing.T) {
+	testenv.RequireRoot(t)
+	requireTools(t, "rpm")
+	_, rpm := packages(t)
+	// The state function of the deb's run, as a script of its own.
+	st := scriptsRun[strings.Index(scriptsRun, "state() {")+len("state() {") : strings.Index(scriptsRun, "\n}\n")]
+	st = "export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n" + st
+	script := "RPM=" + filepath.Base(rpm) + "\nSTATE='" + strings.ReplaceAll(st, "'", `'\''`) + "'\n" + rpmRun
+	got := states(inDebianRoot(t, rpm, script, false))
+	installed := map[string]string{
+		"user":                   "/var/lib/perimeter:/sbin/nologin",
+		"group":                  "perimeter",
+		"dir /etc/perimeter":     "750 root:perimeter",
+		"dir /var/lib/perimeter": "750 perimeter:perimeter",
+		"dir /run/perimeter":     "",
+		"enabled":                "/lib/systemd/system/perimeter.service",
+		"routes":                 "1 1",
+	}
+	checkStates(t, got, []wantState{
+		{"install", with(installed, "kubeconfig", "")},
+		{"upgrade", with(installed, "kubeconfig", "apiVersion: v1")},
+		// RPM's way: the admin's kubeconfig and the system user stay.
+		{"erase", with(installed, "dir /var/lib/perimeter", "", "enabled", "", "routes", "0 0", "files", "",
+			"kubeconfig", "apiVersion: v1")},
+	})
 }
