@@ -64,7 +64,7 @@ func DebianRoot() (string, error) {
 	if _, err := exec.LookPath("debootstrap"); err != nil {
 		return "", errors.New("debootstrap not found: apt-get install debootstrap")
 	}
-	mirror := aptMirror()
+	mirror := aptMirror("/")
 	pkgs := append([]string(nil), MachinePackages...)
 	sort.Strings(pkgs)
 	sum := sha256.Sum256([]byte(strings.Join([]string{machineRecipe, machineSuite, "minbase", mirror, strings.Join(pkgs, ",")}, "\n")))
@@ -110,14 +110,14 @@ func DebianRoot() (string, error) {
 	return dir, nil
 }
 
-// aptMirror is the Debian mirror of the host's apt sources (one-line and
-// deb822 formats), so the root comes from where the host's packages come
-// from; deb.debian.org when there is none.
-func aptMirror() string {
+// aptMirror is the Debian mirror of the apt sources under root (one-line
+// and deb822 formats), so the machine's packages come from where the host's
+// come from; deb.debian.org when there is none.
+func aptMirror(root string) string {
 	var files []string
-	files = append(files, "/etc/apt/sources.list")
-	list, _ := filepath.Glob("/etc/apt/sources.list.d/*.list")
-	deb822, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
+	files = append(files, filepath.Join(root, "etc/apt/sources.list"))
+	list, _ := filepath.Glob(filepath.Join(root, "etc/apt/sources.list.d/*.list"))
+	deb822, _ := filepath.Glob(filepath.Join(root, "etc/apt/sources.list.d/*.sources"))
 	files = append(files, list...)
 	files = append(files, deb822...)
 	for _, f := range files {
