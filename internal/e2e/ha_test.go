@@ -255,8 +255,15 @@ func TestHAFailures(t *testing.T) {
 	down, back := haKillHAProxy(t, l, l.edges[1])
 	t.Logf("HAProxy killed: withdrawn after %s, announced again after %s", down, back)
 
-	failed, sent, conv := haCrash(t, l)
-	t.Logf("crash under load: %d of %d requests failed; the router forwarded to the other edge only after %s", failed, sent, conv)
+	gr := haCrash(t, l)
+	t.Logf("crash under load, graceful restart on: %d of %d requests failed, the last %s after the kill (the restarted daemon took over: withdrawn after %s)",
+		gr.failed, gr.sent, gr.outage, gr.withdrawn)
+	plain := haCrash(t, l, "--bgp-upstream-restart-time=0")
+	t.Logf("crash under load, graceful restart off: %d of %d requests failed, the last %s after the kill; the router dropped the edge after %s",
+		plain.failed, plain.sent, plain.outage, plain.withdrawn)
+	if plain.withdrawn <= 0 || plain.withdrawn > time.Second {
+		t.Fatalf("without graceful restart the router should drop a crashed edge when its session closes, took %s", plain.withdrawn)
+	}
 
 	frozen := haFreeze(t, l)
 	t.Logf("freeze: withdrawn %s after SIGSTOP (hold time %s)", frozen, haHoldTime)
@@ -317,10 +324,27 @@ func haKillHAProxy(t testing.TB, l *haLab, ed *haEdge) (down, back time.Duration
 	return down, back
 }
 
+// crashFigures is what a crash of one edge costs.
+type crashFigures struct {
+	sent, failed int64
+	// outage is from the kill to the last failed request; withdrawn from
+	// the kill to the router dropping the edge (0: it never did, the
+	// restarted daemon took over the kept route).
+	outage, withdrawn time.Duration
+}
+
 // haCrash kills edge 0's daemon and HAProxy under load and restarts the
-// daemon at once, as systemd would (its RestartSec comes on top).
-func haCrash(t testing.TB, l *haLab) (failed, sent int64, converged time.Duration) {
+// daemon at once, as systemd would (its RestartSec comes on top). With
+// graceful restart off (restartTime 0) the router withdraws when the
+// session closes; with it on, the router keeps the route until the
+// restarted daemon's session says it kept no forwarding state.
+func haCrash(t testing.TB, l *haLab, extra ...string) crashFigures {
 	ed0, ed1 := l.edges[0], l.edges[1]
+	if len(extra) > 0 {
+		ed0.stopDaemon(syscall.SIGTERM)
+		ed0.start(extra...)
+		l.waitNextHops(30*time.Second, ed0, ed1)
+	}
 	load := l.startLoad(haHost, haFresh, haKeepAlive)
 	defer load.finish()
 	load.waitSent(t, load.sent.Load()+300)
@@ -331,18 +355,24 @@ func haCrash(t testing.TB, l *haLab) (failed, sent int64, converged time.Duratio
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	ed0.waitExit(10 * time.Second)
-	ed0.start()
-	l.waitNextHops(60*time.Second, ed0, ed1)
-	changes := w.finish()
-	at := firstWithout(changes, ed0.addr)
-	if at.IsZero() {
-		t.Fatalf("the crashed edge was never withdrawn: %v", changes)
+	if len(extra) > 0 {
+		// Without graceful restart the router drops the edge on its own.
+		l.waitNextHops(10*time.Second, ed1)
 	}
-	converged = at.Sub(start)
+	ed0.start(extra...)
+	l.waitNextHops(60*time.Second, ed0, ed1)
 	load.waitSent(t, load.sent.Load()+300)
-	sent, failed, errs := load.finish()
-	t.Logf("crash failures (first): %v", errs)
-	return failed, sent, converged
+	var f crashFigures
+	f.sent, f.failed, _ = load.finish()
+	if at := firstWithout(w.finish(), ed0.addr); !at.IsZero() {
+		f.withdrawn = at.Sub(start)
+	}
+	load.mu.Lock()
+	if n := len(load.failedAt); n > 0 {
+		f.outage = load.failedAt[n-1].Sub(start)
+	}
+	load.mu.Unlock()
+	return f
 }
 
 // haFreeze stops edge 1's daemon and HAProxy with SIGSTOP and measures how
