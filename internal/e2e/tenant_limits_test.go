@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,11 +31,16 @@ type limitsTenants struct {
 }
 
 // newLimitsTenants starts the daemon on both namespaces, the victim's pod,
-// Service and Ingress for victim.test, and a request loop on it.
-func newLimitsTenants(t *testing.T, subnet int, flags ...string) *limitsTenants {
+// Service and Ingress for victim.test, and a request loop on it. A
+// non-nil cm is the controller ConfigMap (in the victim's namespace).
+func newLimitsTenants(t *testing.T, subnet int, cm map[string]string, flags ...string) *limitsTenants {
 	t.Helper()
 	v := newEnv(t)
 	a := &env{t: t, c: v.c, ns: v.c.Namespace(t)}
+	if cm != nil {
+		v.configMap("perimeter", cm)
+		flags = append(flags, "--configmap="+v.ns+"/perimeter")
+	}
 	d := v.startDaemon(append([]string{"--namespace-whitelist=" + a.ns}, flags...)...)
 	vp := v.pods("victim", subnet, 1)
 	v.service("web", nil, vp[0])
@@ -78,7 +88,7 @@ func basicAuth(user, pass string) map[string]string {
 // gets the victim's users or certificate, and the Events name no key of
 // the victim's Secret.
 func TestTenantForeignSecrets(t *testing.T) {
-	tn := newLimitsTenants(t, 231)
+	tn := newLimitsTenants(t, 231, nil)
 	v, a, d := tn.victim, tn.attacker, tn.d
 	v.secret("users", map[string]string{"victim-admin": cryptHash(t, "secret")})
 	a.annotate("Service", "web", map[string]string{"haproxy.org/server-crt": v.ns + "/users"})
@@ -121,7 +131,7 @@ func TestTenantForeignSecrets(t *testing.T) {
 // an Event; Basic-auth requests against it answer at once and never reach
 // crypt(3); the victim keeps being served.
 func TestTenantExpensiveHash(t *testing.T) {
-	tn := newLimitsTenants(t, 233)
+	tn := newLimitsTenants(t, 233, nil)
 	a, d := tn.attacker, tn.d
 	const huge = "$6$rounds=999999999$saltsalt$Zx0G1Yx0iZ0jQHfl3b0h6V6Mc8o7UwZtm7q4Rj3rz9kqfG5Hq0lVZ1ZnUeT8j0dE5sN1F8M9P6l3Y2p4u6K7a."
 	const bcrypt31 = "$2b$31$abcdefghijklmnopqrstuuH2yIr6dS8iH8aQ4bWJ0qv1xYzE0u0fW"
@@ -171,7 +181,7 @@ func TestTenantExpensiveHash(t *testing.T) {
 // HAProxy; hostile paths and Origins then cost nothing; a safe rewrite
 // works.
 func TestTenantRegex(t *testing.T) {
-	tn := newLimitsTenants(t, 235)
+	tn := newLimitsTenants(t, 235, nil)
 	a, d := tn.attacker, tn.d
 	a.ingress("web", map[string]string{
 		"haproxy.org/path-rewrite":      "(a+)+$ /x",
@@ -226,7 +236,7 @@ func TestTenantRegex(t *testing.T) {
 // version with a ConfigTooLarge Event while the victim's own changes keep
 // applying.
 func TestTenantLimits(t *testing.T) {
-	tn := newLimitsTenants(t, 237, "--max-config-size=40000")
+	tn := newLimitsTenants(t, 237, nil, "--max-config-size=40000")
 	v, a, d := tn.victim, tn.attacker, tn.d
 	cfg := d.config()
 	for _, want := range []string{"hard-stop-after 30m", "mworker-max-reloads 50"} {
@@ -281,7 +291,7 @@ func TestTenantLimits(t *testing.T) {
 // afterwards, are still watched and served.
 func TestTenantSecretWatchCap(t *testing.T) {
 	httpsPort := testenv.FreePort(t)
-	tn := newLimitsTenants(t, 239, "--max-watched-secrets-per-namespace=10", "--max-watched-secrets=20", "--https-bind-port="+strconv.Itoa(httpsPort))
+	tn := newLimitsTenants(t, 239, nil, "--max-watched-secrets-per-namespace=10", "--max-watched-secrets=20", "--https-bind-port="+strconv.Itoa(httpsPort))
 	v, a, d := tn.victim, tn.attacker, tn.d
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "flood", Namespace: a.ns}}
 	pt := networkingv1.PathTypePrefix
@@ -334,6 +344,121 @@ func TestTenantSecretWatchCap(t *testing.T) {
 	})
 	if got, err := servedSubject(httpsPort, "h11.attacker.test"); err != nil || got == "h11.attacker.test/attacker" {
 		t.Errorf("h11.attacker.test, over the cap, served %q (%v)", got, err)
+	}
+	tn.victimUnharmed()
+}
+
+// tunnelPod answers an Upgrade request with 101 and then echoes, like a
+// WebSocket server; other requests get its name.
+func tunnelPod(t *testing.T, name, ip string) *testenv.Pod {
+	return testenv.StartPod(t, testenv.PodOptions{Name: name, IP: ip, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			w.Header().Set("X-Pod", name)
+			_, _ = w.Write([]byte(name))
+			return
+		}
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+			base64.StdEncoding.EncodeToString(sum[:]) + "\r\n\r\n")
+		if buf.Flush() == nil {
+			_, _ = io.Copy(conn, buf)
+		}
+	})})
+}
+
+// openTunnel upgrades a connection through HAProxy and checks it echoes.
+func openTunnel(port int, host string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", host)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err == nil && resp.StatusCode != http.StatusSwitchingProtocols {
+		err = fmt.Errorf("upgrade: %s", resp.Status)
+	}
+	if err == nil {
+		err = echoes(c, br)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+func echoes(c net.Conn, br *bufio.Reader) error {
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return err
+	}
+	line, err := br.ReadString('\n')
+	if err == nil && line != "ping\n" {
+		err = fmt.Errorf("echo %q", line)
+	}
+	return err
+}
+
+// TestTenantLimitsReloadStorm: an attacker forcing one reload after
+// another while holding a WebSocket on every worker generation cannot pile
+// up old workers: mworker-max-reloads (3 here, 50 by default) stops those
+// that survived more reloads, while the victim loses no request.
+func TestTenantLimitsReloadStorm(t *testing.T) {
+	tn := newLimitsTenants(t, 241, map[string]string{"mworker-max-reloads": "3"})
+	a, d := tn.attacker, tn.d
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(d.config(), "mworker-max-reloads 3") {
+			return fmt.Errorf("mworker-max-reloads 3 not rendered")
+		}
+		return nil
+	})
+	ws := tunnelPod(t, "ws", "198.18.242.20")
+	a.service("ws", nil, ws)
+	a.ingress("ws", nil, rule{host: "ws.attacker.test", path: "/", service: "ws"})
+	d.expect("ws.attacker.test", "/", 200, "ws")
+
+	const storm = 10
+	var tunnels []net.Conn
+	t.Cleanup(func() {
+		for _, c := range tunnels {
+			c.Close()
+		}
+	})
+	for i := range storm {
+		c, err := openTunnel(d.httpPort, "ws.attacker.test")
+		if err != nil {
+			t.Fatalf("tunnel %d: %v", i, err)
+		}
+		tunnels = append(tunnels, c)
+		before := d.reloads()
+		a.annotateIngress("ws", map[string]string{"haproxy.org/timeout-check": fmt.Sprintf("%ds", i+1)})
+		testenv.Eventually(t, 15*time.Second, func() error {
+			if n := d.reloads(); n <= before {
+				return fmt.Errorf("reload %d not done (%d reloads)", i, n)
+			}
+			return nil
+		})
+	}
+	// Master, current worker and at most 3 old ones.
+	testenv.Eventually(t, 15*time.Second, func() error {
+		if n := len(haproxyPIDs(d.runtimeDir)); n > 5 {
+			return fmt.Errorf("%d HAProxy processes after %d reloads with a tunnel each, want at most 5", n, storm)
+		}
+		return nil
+	})
+	// The newest tunnel, on a worker within the limit, still works.
+	last := tunnels[len(tunnels)-1]
+	_ = last.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := echoes(last, bufio.NewReader(last)); err != nil {
+		t.Errorf("newest tunnel: %v", err)
 	}
 	tn.victimUnharmed()
 }

@@ -251,12 +251,16 @@ func (r renderer) global(w *cfgWriter, g model.Global) {
 	// An old worker kept alive by a busy WebSocket survives reloads; a
 	// tenant who can force one reload a second would pile them up until
 	// memory runs out. hard-stop-after bounds their age, this their number.
-	w.set(parser.Global, sec, "mworker-max-reloads", &types.Int64C{Value: mworkerMaxReloads})
+	maxReloads := g.MworkerMaxReloads
+	if maxReloads <= 0 {
+		maxReloads = defaultMworkerMaxReloads
+	}
+	w.set(parser.Global, sec, "mworker-max-reloads", &types.Int64C{Value: int64(maxReloads)})
 }
 
-// mworkerMaxReloads is how many reloads an old worker may survive before the
-// master stops it.
-const mworkerMaxReloads = 50
+// defaultMworkerMaxReloads is how many reloads an old worker may survive
+// before the master stops it, when the model does not say.
+const defaultMworkerMaxReloads = 50
 
 func (r renderer) defaults(w *cfgWriter, g model.Global) {
 	w.section(parser.Defaults, defaultsName)

@@ -184,8 +184,12 @@ var settings = func() []Setting {
 		}, intRange(1, 4096), func(g *Global, v int) { g.Nbthread = v }),
 		globalSetting(Setting{
 			Name: "hard-stop-after", Scopes: ScopeConfigMap, Default: "30m",
-			Doc: "Longest time an old worker may keep serving after a reload. Old workers held by long connections otherwise pile up when reloads are frequent; at most 50 of them survive in any case (mworker-max-reloads).",
+			Doc: "Longest time an old worker may keep serving after a reload. Old workers held by long connections otherwise pile up when reloads are frequent; mworker-max-reloads bounds their number.",
 		}, durationParser(), func(g *Global, v time.Duration) { g.HardStopAfter = v }),
+		globalSetting(Setting{
+			Name: "mworker-max-reloads", Scopes: ScopeConfigMap, Default: "50", Example: "20",
+			Doc: "Reloads an old worker may survive before the master stops it, so frequent reloads while long connections hold old workers cannot pile them up.",
+		}, intRange(1, 1000), func(g *Global, v int) { g.MworkerMaxReloads = v }),
 		timeout("timeout-client", "Client inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutClient = v }),
 		timeout("timeout-connect", "Timeout to connect to a server.", func(g *Global, v time.Duration) { g.TimeoutConnect = v }),
 		timeout("timeout-server", "Server inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutServer = v }),

@@ -216,7 +216,7 @@ func TestGlobalSettings(t *testing.T) {
 		"timeout-http-keep-alive=1m", "timeout-queue=5s", "timeout-tunnel=1h",
 	)}, Options{})
 	want := Global{
-		Maxconn: 5000, Nbthread: 2, HardStopAfter: 30 * time.Minute,
+		Maxconn: 5000, Nbthread: 2, HardStopAfter: 30 * time.Minute, MworkerMaxReloads: 50,
 		TimeoutClient: 50 * time.Second, TimeoutConnect: 5 * time.Second, TimeoutServer: 50 * time.Second,
 		TimeoutHTTPRequest: 5 * time.Second, TimeoutHTTPKeepAlive: time.Minute, TimeoutQueue: 5 * time.Second,
 		TimeoutTunnel: time.Hour,

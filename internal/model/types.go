@@ -132,6 +132,8 @@ type Global struct {
 	Maxconn       int
 	Nbthread      int
 	HardStopAfter time.Duration
+	// MworkerMaxReloads is how many reloads an old worker may survive.
+	MworkerMaxReloads int
 	SSLRedirect   bool
 
 	TimeoutClient        time.Duration
