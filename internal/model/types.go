@@ -134,7 +134,7 @@ type Global struct {
 	HardStopAfter time.Duration
 	// MworkerMaxReloads is how many reloads an old worker may survive.
 	MworkerMaxReloads int
-	SSLRedirect   bool
+	SSLRedirect       bool
 
 	TimeoutClient        time.Duration
 	TimeoutConnect       time.Duration
