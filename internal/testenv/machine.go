@@ -475,34 +475,16 @@ func removeMachineDir(dir string) error {
 
 // mounted reports whether path is a mount point in this mount namespace.
 func mounted(path string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := readMountinfo()
 	if err != nil {
 		return false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && unescapeMountPath(f[4]) == path {
+	for _, m := range mounts {
+		if m.point == path {
 			return true
 		}
 	}
 	return false
-}
-
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // sweepMachineDirs removes the machines of test binaries that died: their
