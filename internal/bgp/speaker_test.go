@@ -580,8 +580,8 @@ func TestMaxPrefixes(t *testing.T) {
 }
 
 // Over eBGP every node announces a borrowed address with itself as next hop:
-// the path from the node running the pod (EndpointSlice nodeName) wins over
-// the tie-break, which picks node-b's path here.
+// the path from the node running the pod (EndpointSlice nodeName) wins,
+// whichever the tie-break would pick, and follows the pod.
 func TestBorrowedAddressPrefersHost(t *testing.T) {
 	src := newChanSource()
 	cfg := loopbackConfig(t, src)
@@ -589,20 +589,26 @@ func TestBorrowedAddressPrefersHost(t *testing.T) {
 	a := startFakeNode(t, "127.0.0.2", cfg.ListenPort)
 	b := startFakeNode(t, "127.0.0.3", cfg.ListenPort)
 	startSpeaker(t, cfg, rt, nil)
+	pod := netip.MustParseAddr("198.18.64.130") // in node-c's block
 	st := ClusterState{
-		Nodes:      []Node{loopNode("node-a", "127.0.0.2"), loopNode("node-b", "127.0.0.3")},
-		Pools:      []Pool{{Name: "default", CIDR: netip.MustParsePrefix("198.18.64.0/20"), BlockSize: 26}},
-		Affinities: []Affinity{aff("198.18.64.0/26", "node-a"), aff("198.18.64.64/26", "node-b")},
+		Nodes: []Node{loopNode("node-a", "127.0.0.2"), loopNode("node-b", "127.0.0.3"), loopNode("node-c", "127.0.0.4")},
+		Pools: []Pool{{Name: "default", CIDR: netip.MustParsePrefix("198.18.64.0/20"), BlockSize: 26}},
+		Affinities: []Affinity{aff("198.18.64.0/26", "node-a"), aff("198.18.64.64/26", "node-b"),
+			aff("198.18.64.128/26", "node-c")},
+		Hosts: map[netip.Addr]string{
+			netip.MustParseAddr("198.18.64.10"): "node-a", // in its own block: not announced as a /32
+			pod:                                 "node-a",
+		},
 	}
 	src.ch <- st
-	a.announce(t, "198.18.64.71/32", "127.0.0.2")
-	b.announce(t, "198.18.64.71/32", "127.0.0.3")
-	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.71/32 via 127.0.0.3\n"))
+	a.announce(t, "198.18.64.130/32", "127.0.0.2")
+	b.announce(t, "198.18.64.130/32", "127.0.0.3")
+	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.130/32 via 127.0.0.2\n"))
 
-	st.Hosts = map[netip.Addr]string{
-		netip.MustParseAddr("198.18.64.10"): "node-a", // in its own block: not announced as a /32
-		netip.MustParseAddr("198.18.64.71"): "node-a", // borrowed from node-b's block
-	}
+	st.Hosts = map[netip.Addr]string{pod: "node-b"}
 	src.ch <- st
-	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.71/32 via 127.0.0.2\n"))
+	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.130/32 via 127.0.0.3\n"))
+	st.Hosts = map[netip.Addr]string{pod: "node-a"}
+	src.ch <- st
+	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.130/32 via 127.0.0.2\n"))
 }

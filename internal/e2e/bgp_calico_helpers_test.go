@@ -56,6 +56,11 @@ type calicoBed struct {
 	nodes []*calicoNode
 	// podNode is where each pod runs, for the EndpointSlices' nodeName.
 	podNode map[string]string
+	// v3 beds get Calico's projectcalico.org/v3 CRDs only, and only when
+	// installCalico is called: until then the Calico objects wait in
+	// pending.
+	v3      bool
+	pending []*unstructured.Unstructured
 }
 
 // calicoNode is a namespace with BIRD 1.6 playing calico-node.
@@ -74,6 +79,14 @@ type calicoNode struct {
 // objects (and, unless hostLocal, BlockAffinities); BIRD is not started.
 func newCalicoBed(t *testing.T, n int, mesh, hostLocal bool) *calicoBed {
 	t.Helper()
+	return newCalicoBedAPI(t, n, mesh, hostLocal, false)
+}
+
+// newCalicoBedAPI is newCalicoBed; with v3, the cluster serves Calico's
+// projectcalico.org/v3 CRDs (v3.32's native mode), installed only by
+// installCalico.
+func newCalicoBedAPI(t *testing.T, n int, mesh, hostLocal, v3 bool) *calicoBed {
+	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBird1(t)
 	testenv.Exclusive(t, "calico-bed-198.19.112")
@@ -81,25 +94,23 @@ func newCalicoBed(t *testing.T, n int, mesh, hostLocal bool) *calicoBed {
 	testenv.GuardRoutes(t)
 	e := &env{t: t, c: c, ns: c.Namespace(t)}
 	ctx := context.Background()
-	if err := c.InstallCalicoCRDs(ctx); err != nil {
-		t.Fatal(err)
+	b := &calicoBed{e: e, dir: shortTempDir(t), port: testenv.FreePort(t), podNode: map[string]string{}, v3: v3}
+	if !v3 {
+		b.installCalico()
 	}
-	b := &calicoBed{e: e, dir: shortTempDir(t), port: testenv.FreePort(t), podNode: map[string]string{}}
 	t.Cleanup(func() {
 		for dst := range calicoKernelRoutes(t) {
 			_ = exec.Command("ip", "route", "del", dst, "proto", strconv.Itoa(routes.DefaultProtocol)).Run()
 		}
 	})
 	// Objects shaped as Calico writes them (calicoctl / the operator).
-	if err := c.Apply(ctx,
-		calicoObj("IPPool", "default-ipv4-ippool", map[string]any{"cidr": calicoPool, "blockSize": int64(26),
+	b.apply(
+		b.calicoObj("IPPool", "default-ipv4-ippool", map[string]any{"cidr": calicoPool, "blockSize": int64(26),
 			"ipipMode": "Never", "vxlanMode": "Never", "natOutgoing": true, "nodeSelector": "all()",
 			"allowedUses": []any{"Workload", "Tunnel"}}),
-		calicoObj("BGPConfiguration", "default", map[string]any{"asNumber": int64(calicoClusterAS),
+		b.calicoObj("BGPConfiguration", "default", map[string]any{"asNumber": int64(calicoClusterAS),
 			"nodeToNodeMeshEnabled": mesh, "logSeverityScreen": "Info"}),
-	); err != nil {
-		t.Fatal(err)
-	}
+	)
 	br := testenv.NewBridge(t, nil, fmt.Sprintf("pmcal%d", os.Getpid()%100000), calicoEdge+"/24")
 	var addrs []string
 	for i := 0; i < n; i++ {
@@ -125,9 +136,7 @@ func newCalicoBed(t *testing.T, n int, mesh, hostLocal bool) *calicoBed {
 			t.Fatal(err)
 		}
 		if !hostLocal {
-			if err := c.Apply(ctx, testenv.BlockAffinity(node.name, node.block)); err != nil {
-				t.Fatal(err)
-			}
+			b.apply(b.blockAffinity(node.name, node.block))
 		}
 		node.spec = testenv.CalicoNode{Address: node.addr, AS: calicoClusterAS, Pools: []string{calicoPool},
 			Blocks: []string{node.block}}
@@ -138,6 +147,58 @@ func newCalicoBed(t *testing.T, n int, mesh, hostLocal bool) *calicoBed {
 		b.nodes = append(b.nodes, node)
 	}
 	return b
+}
+
+// installCalico installs the CRDs and creates the objects waiting for them.
+func (b *calicoBed) installCalico() {
+	b.e.t.Helper()
+	install := b.e.c.InstallCalicoCRDs
+	if b.v3 {
+		install = b.e.c.InstallCalicoV3CRDs
+	}
+	if err := install(context.Background()); err != nil {
+		b.e.t.Fatal(err)
+	}
+	objs := b.pending
+	b.pending = nil
+	b.apply(objs...)
+}
+
+// apply creates or updates Calico objects, or keeps them for installCalico.
+func (b *calicoBed) apply(objs ...*unstructured.Unstructured) {
+	b.e.t.Helper()
+	if b.v3 && !b.served() {
+		b.pending = append(b.pending, objs...)
+		return
+	}
+	if err := b.e.c.Apply(context.Background(), objs...); err != nil {
+		b.e.t.Fatal(err)
+	}
+}
+
+func (b *calicoBed) served() bool {
+	_, err := b.e.c.Admin.Discovery().ServerResourcesForGroupVersion("projectcalico.org/v3")
+	return err == nil
+}
+
+// calicoObj is a Calico object in the bed's API version.
+func (b *calicoBed) calicoObj(kind, name string, spec map[string]any) *unstructured.Unstructured {
+	o := calicoObj(kind, name, spec)
+	if b.v3 {
+		o.SetAPIVersion("projectcalico.org/v3")
+	}
+	return o
+}
+
+// blockAffinity is a confirmed BlockAffinity as Calico writes it: deleted
+// is "false" in v1 and false in v3.
+func (b *calicoBed) blockAffinity(node, cidr string) *unstructured.Unstructured {
+	o := testenv.BlockAffinity(node, cidr)
+	if b.v3 {
+		o.SetAPIVersion("projectcalico.org/v3")
+		o.Object["spec"].(map[string]any)["deleted"] = false
+	}
+	return o
 }
 
 func calicoObj(kind, name string, spec map[string]any) *unstructured.Unstructured {
@@ -158,9 +219,7 @@ func (b *calicoBed) edgePeer(name, selector string, p testenv.CalicoPeer, extra 
 	for k, v := range extra {
 		spec[k] = v
 	}
-	if err := b.e.c.Apply(context.Background(), calicoObj("BGPPeer", name, spec)); err != nil {
-		b.e.t.Fatal(err)
-	}
+	b.apply(b.calicoObj("BGPPeer", name, spec))
 	for _, n := range nodes {
 		n.spec.Peers = append(n.spec.Peers, p)
 	}

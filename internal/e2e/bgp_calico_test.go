@@ -322,6 +322,49 @@ func TestCalicoNodeLifecycle(t *testing.T) {
 	}
 }
 
+// Calico v3.32 with its native projectcalico.org/v3 CRDs (deleted is a
+// boolean), installed after the daemon started: until then blocks are
+// accepted from --pod-cidr without ownership check; once the daemon sees
+// the CRDs, a block without affinity (a stray announcement from node 0) is
+// rejected and the owned ones stay.
+func TestCalicoV3CRDsAfterStart(t *testing.T) {
+	b := newCalicoBedAPI(t, 2, true, false, true)
+	e, n0, n1 := b.e, b.nodes[0], b.nodes[1]
+	b.edgePeer("perimeter", "all()", testenv.CalicoPeer{AS: calicoClusterAS}, nil, n0, n1)
+	stray := "198.18.112.192/26"
+	n0.spec.Blocks = append(n0.spec.Blocks, stray)
+	b.start()
+	pods := []*testenv.Pod{n0.pod("v3-a", n0.hostIP(10)), n1.pod("v3-b", n1.hostIP(10))}
+	b.service("web", pods...)
+	e.ingress("web", nil, rule{host: "v3.example", path: "/", service: "web"})
+	d := e.startDaemon(b.daemonFlags(calicoClusterAS, "--pod-cidr="+calicoPool)...)
+	d.waitCalicoPeers(60*time.Second, n0, n1)
+	want := blocksVia(n0, n1)
+	want[stray] = n0.addr
+	waitCalicoRoutes(t, 30*time.Second, want)
+	d.answeredBy("v3.example", 20*time.Second, pods...)
+
+	loop := startRequestLoop(d.httpPort, "v3.example")
+	b.installCalico()
+	// The daemon looks for Calico's resources again every 20s.
+	waitCalicoRoutes(t, 60*time.Second, blocksVia(n0, n1))
+	st, err := d.bgpStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.OwnershipChecked || st.OwnedBlocks != 2 || len(st.Rejected) != 1 || st.Rejected[0].Prefix.String() != stray ||
+		st.Rejected[0].Reason != "no-block-affinity" {
+		t.Fatalf("after the v3 CRDs: ownership checked %v (%d blocks), rejected %+v", st.OwnershipChecked, st.OwnedBlocks, st.Rejected)
+	}
+	d.steady("v3.example", 20, 20*time.Second)
+	sent, failed, errs := loop.finish()
+	t.Logf("routes installed: %v; %d requests while the CRDs came, %d failed %v; served: %s",
+		calicoKernelRoutes(t), sent, failed, errs, served(pods))
+	if failed > 0 {
+		t.Errorf("%d of %d requests failed: %v", failed, sent, errs)
+	}
+}
+
 func served(pods []*testenv.Pod) string {
 	var out []string
 	for _, p := range pods {

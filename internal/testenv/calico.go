@@ -29,15 +29,26 @@ var calicoResources = []string{"ippools", "blockaffinities", "bgppeers", "bgpcon
 // InstallCalicoCRDs makes the API server serve Calico's crd.projectcalico.org/v1
 // kinds, as a cluster running calico-node does, and waits until it does.
 func (c *Cluster) InstallCalicoCRDs(ctx context.Context) error {
+	return c.installCRDs(ctx, "calico-crds.yaml", "crd.projectcalico.org/v1")
+}
+
+// InstallCalicoV3CRDs makes the API server serve Calico's projectcalico.org/v3
+// kinds as CRDs, as Calico v3.32 installed with its native v3 CRDs does
+// (and nothing in crd.projectcalico.org).
+func (c *Cluster) InstallCalicoV3CRDs(ctx context.Context) error {
+	return c.installCRDs(ctx, "calico-v3-crds.yaml", "projectcalico.org/v3")
+}
+
+func (c *Cluster) installCRDs(ctx context.Context, manifest, gv string) error {
 	root, err := ModuleRoot()
 	if err != nil {
 		return err
 	}
-	if err := applyManifest(ctx, c.AdminConfig, filepath.Join(root, "internal", "testenv", "manifests", "calico-crds.yaml")); err != nil {
+	if err := applyManifest(ctx, c.AdminConfig, filepath.Join(root, "internal", "testenv", "manifests", manifest)); err != nil {
 		return err
 	}
 	return Poll(ctx, 30*time.Second, func() error {
-		rl, err := c.Admin.Discovery().ServerResourcesForGroupVersion("crd.projectcalico.org/v1")
+		rl, err := c.Admin.Discovery().ServerResourcesForGroupVersion(gv)
 		if err != nil {
 			return err
 		}
@@ -47,7 +58,7 @@ func (c *Cluster) InstallCalicoCRDs(ctx context.Context) error {
 		}
 		for _, r := range calicoResources {
 			if !served[r] {
-				return fmt.Errorf("%s.crd.projectcalico.org not served yet", r)
+				return fmt.Errorf("%s in %s not served yet", r, gv)
 			}
 		}
 		return nil
