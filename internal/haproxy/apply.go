@@ -258,6 +258,11 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 			p, shrunk := d.shrinkToBudget(cfg, se, cur, target)
 			problems = append(problems, p...)
 			if !shrunk {
+				problems = append(problems, model.Problem{
+					Object:  model.ObjectRef{Kind: "ConfigMap"},
+					Reason:  ReasonConfigTooLarge,
+					Message: se.Error() + " with no new or changed backend left to hold back; the running configuration stays",
+				})
 				return nil, problems, "", err
 			}
 			continue

@@ -62,8 +62,12 @@ func TestTenantLimitsConfigBudget(t *testing.T) {
 	// Only the global part over budget: nothing to quarantine, the change
 	// is refused and the last good configuration stays.
 	u2 := newUnitDriver(t, Options{MaxConfigSize: 1024})
-	if _, err := u2.Apply(t.Context(), desired(victim)); err == nil || !strings.Contains(err.Error(), "max-config-size") {
+	res, err := u2.Apply(t.Context(), desired(victim))
+	if err == nil || !strings.Contains(err.Error(), "max-config-size") {
 		t.Fatalf("over budget with nothing to quarantine: %v", err)
+	}
+	if n := len(res.Quarantined); n == 0 || res.Quarantined[n-1].Reason != ReasonConfigTooLarge || res.Quarantined[n-1].Object.Kind != "ConfigMap" {
+		t.Fatalf("no ConfigTooLarge problem for the refused change: %+v", res.Quarantined)
 	}
 }
 
