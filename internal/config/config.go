@@ -231,7 +231,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.Var(repeatFlag{&c.BGP.UpstreamCommunities}, "bgp-upstream-community", "BGP community AS:N attached to the announce addresses (repeatable)")
 	fs.StringVar(&c.BGP.UpstreamMED, "bgp-upstream-med", "", "MED attached to the announce addresses (default: none)")
 	fs.DurationVar(&c.BGP.UpstreamHoldTime, "bgp-upstream-hold-time", 9*time.Second, "hold time proposed to upstream peers: how long a frozen edge keeps its flows")
-	fs.DurationVar(&c.BGP.UpstreamRestartTime, "bgp-upstream-restart-time", 60*time.Second, "graceful-restart time announced to upstream peers (a hand-over restart keeps the address routed); 0 disables graceful restart")
+	fs.DurationVar(&c.BGP.UpstreamRestartTime, "bgp-upstream-restart-time", 15*time.Second, "graceful-restart time announced to upstream peers (a hand-over restart keeps the address routed); 0 disables graceful restart")
 	fs.DurationVar(&c.BGP.ShutdownDrain, "shutdown-drain", 5*time.Second, "on stop, how long HAProxy keeps serving after the announce addresses are withdrawn")
 	return fs
 }

@@ -46,7 +46,7 @@ const (
 	haPodLinks   = "198.19.122.0/24"
 	haPodSubnet  = "198.18.122.0/24"
 	haHoldTime   = 3 * time.Second
-	haRestart    = 30 * time.Second
+	haRestart    = 15 * time.Second
 	haDrain      = 2 * time.Second
 	haCtrlPort   = 10254
 	haHTTPPort   = 80

@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkHAFailover prints what each failure of one of two edges costs a
+// client sending through the router (docs/ha.md quotes these figures):
+// graceful stop (requests failed away from a route change, and reset at
+// the router's rehash), rolling hand-over restart, HAProxy killed, crash
+// with and without graceful restart, freeze.
+func BenchmarkHAFailover(b *testing.B) {
+	l := haSetup(b)
+	for i := 0; i < b.N; i++ {
+		rehashed, failed, sent, withdrawn := haGraceful(b, l)
+		b.ReportMetric(float64(failed), "graceful-failed")
+		b.ReportMetric(float64(rehashed), "graceful-reset-at-rehash")
+		b.ReportMetric(ms(withdrawn), "graceful-withdraw-ms")
+		b.Logf("graceful: %d requests, %d failed, %d reset at a rehash, withdrawn %s after SIGTERM", sent, failed, rehashed, withdrawn)
+
+		rfailed, rsent, gaps := haRolling(b, l)
+		b.ReportMetric(float64(rfailed), "handover-failed")
+		b.ReportMetric(float64(len(gaps)), "handover-withdrawals")
+		b.Logf("rolling hand-over: %d requests, %d failed, withdrawn %d times", rsent, rfailed, len(gaps))
+
+		down, back := haKillHAProxy(b, l, l.edges[1])
+		b.ReportMetric(ms(down), "haproxy-kill-withdraw-ms")
+		b.ReportMetric(ms(back), "haproxy-kill-back-ms")
+
+		gr := haCrash(b, l)
+		b.ReportMetric(float64(gr.failed), "crash-gr-failed")
+		b.ReportMetric(ms(gr.outage), "crash-gr-outage-ms")
+		b.Logf("crash, graceful restart on: %d of %d failed, last failure %s after the kill", gr.failed, gr.sent, gr.outage)
+		plain := haCrash(b, l, "--bgp-upstream-restart-time=0")
+		b.ReportMetric(float64(plain.failed), "crash-failed")
+		b.ReportMetric(ms(plain.withdrawn), "crash-converge-ms")
+		b.ReportMetric(ms(plain.outage), "crash-outage-ms")
+		b.Logf("crash, graceful restart off: %d of %d failed, router converged after %s, last failure %s after the kill",
+			plain.failed, plain.sent, plain.withdrawn, plain.outage)
+
+		b.ReportMetric(ms(haFreeze(b, l)), "freeze-withdraw-ms")
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
