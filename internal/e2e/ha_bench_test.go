@@ -24,6 +24,11 @@ func BenchmarkHAFailover(b *testing.B) {
 		b.ReportMetric(float64(len(gaps)), "handover-withdrawals")
 		b.Logf("rolling hand-over: %d requests, %d failed, withdrawn %d times", rsent, rfailed, len(gaps))
 
+		df, ds, dgaps := haDaemonCrash(b, l)
+		b.ReportMetric(float64(df), "daemon-crash-failed")
+		b.ReportMetric(float64(len(dgaps)), "daemon-crash-withdrawals")
+		b.Logf("daemon killed, HAProxy alive: %d requests, %d failed, withdrawn %d times", ds, df, len(dgaps))
+
 		down, back := haKillHAProxy(b, l, l.edges[1])
 		b.ReportMetric(ms(down), "haproxy-kill-withdraw-ms")
 		b.ReportMetric(ms(back), "haproxy-kill-back-ms")

@@ -132,13 +132,20 @@ func TestHAGracefulStopAndHandOver(t *testing.T) {
 	}
 
 	// Rolling hand-over restart.
-	rfailed, sent, gaps := haRolling(t, l)
-	t.Logf("rolling hand-over restart under load: %d requests, %d failed", sent, rfailed)
+	rf, rs, gaps := haRolling(t, l)
+	t.Logf("rolling hand-over restart under load: %d requests, %d failed", rs, rf)
 	if len(gaps) > 0 {
 		t.Fatalf("the address was withdrawn during the hand-over: %v", gaps)
 	}
-	if rfailed > 0 {
-		t.Fatalf("%d of %d requests failed across the rolling hand-over", rfailed, sent)
+	if rf > 0 {
+		t.Fatalf("%d of %d requests failed across the rolling hand-over", rf, rs)
+	}
+	// The daemon alone crashes: HAProxy keeps serving, the next daemon
+	// adopts it and the router keeps the route.
+	cf, cs, cgaps := haDaemonCrash(t, l)
+	t.Logf("daemon killed, HAProxy alive, under load: %d requests, %d failed", cs, cf)
+	if len(cgaps) > 0 || cf > 0 {
+		t.Fatalf("a daemon crash with HAProxy alive: %d failed, withdrawn: %v", cf, cgaps)
 	}
 	for _, ed := range []*haEdge{ed0, ed1} {
 		if !strings.Contains(ed.d.out.String(), "adopting haproxy") {
@@ -189,9 +196,20 @@ func haGraceful(t testing.TB, l *haLab) (rehashed, failed int, sent int64, withd
 	return rehashed, len(other), sent, withdrawn
 }
 
+// haDaemonCrash SIGKILLs edge 0's daemon only and starts it again at once.
+func haDaemonCrash(t testing.TB, l *haLab) (failed, sent int64, gaps []string) {
+	return haRestartEach(t, l, l.edges[:1], syscall.SIGKILL)
+}
+
 // haRolling hand-over restarts each edge in turn under load and returns
 // the times either edge was missing from the router's route or BIRD's.
 func haRolling(t testing.TB, l *haLab) (failed, sent int64, gaps []string) {
+	return haRestartEach(t, l, l.edges, syscall.SIGUSR1)
+}
+
+// haRestartEach ends each edge's daemon with sig, then starts it again,
+// under load, recording any moment the router lacked an edge.
+func haRestartEach(t testing.TB, l *haLab, edges []*haEdge, sig syscall.Signal) (failed, sent int64, gaps []string) {
 	load := l.startLoad(haHost, haFresh, haKeepAlive)
 	defer load.finish()
 	load.waitSent(t, load.sent.Load()+300)
@@ -212,10 +230,10 @@ func haRolling(t testing.TB, l *haLab) (failed, sent int64, gaps []string) {
 			}
 		}
 	}()
-	for _, ed := range l.edges {
-		ed.signal(syscall.SIGUSR1)
+	for _, ed := range edges {
+		ed.signal(sig)
 		ed.waitExit(30 * time.Second)
-		if ed.d.exitErr != nil {
+		if sig == syscall.SIGUSR1 && ed.d.exitErr != nil {
 			t.Fatalf("edge %d hand-over exit: %v", ed.i, ed.d.exitErr)
 		}
 		ed.start()
