@@ -25,13 +25,16 @@ type Status struct {
 	Running    bool       `json:"running"`
 	// Pools are the accepted pod CIDRs; OwnershipChecked says whether
 	// blocks are matched against BlockAffinities (OwnedBlocks of them).
-	Pools            []Pool         `json:"pools"`
-	OwnershipChecked bool           `json:"ownershipChecked"`
-	OwnedBlocks      int            `json:"ownedBlocks"`
-	StaleSwept       bool           `json:"staleSwept"`
-	Peers            []PeerStatus   `json:"peers"`
-	Routes           []RouteStatus  `json:"routes"`
-	Rejected         []RejectedPath `json:"rejected"`
+	Pools            []Pool `json:"pools"`
+	OwnershipChecked bool   `json:"ownershipChecked"`
+	OwnedBlocks      int    `json:"ownedBlocks"`
+	// NodePodCIDRs are the Nodes' spec.podCIDRs owned by their Node
+	// (host-local IPAM).
+	NodePodCIDRs int            `json:"nodePodCIDRs"`
+	StaleSwept   bool           `json:"staleSwept"`
+	Peers        []PeerStatus   `json:"peers"`
+	Routes       []RouteStatus  `json:"routes"`
+	Rejected     []RejectedPath `json:"rejected"`
 }
 
 // PeerStatus is one BGP neighbour.
@@ -94,7 +97,8 @@ func (s *Speaker) Status() Status {
 	st := Status{
 		RouterID: s.cfg.RouterID, LocalAS: s.cfg.LocalAS, ListenPort: s.cfg.ListenPort, Running: running,
 		Pools: s.policy.Pools(), OwnershipChecked: s.policy.OwnershipKnown(), OwnedBlocks: len(s.policy.owners),
-		StaleSwept: s.swept,
+		NodePodCIDRs: len(s.policy.podCIDRs),
+		StaleSwept:   s.swept,
 	}
 	addrs := map[netip.Addr]bool{}
 	for a := range s.peers {
@@ -192,6 +196,9 @@ func (st Status) WriteText(w io.Writer) error {
 		pools = []string{"none: every route is rejected"}
 	}
 	fmt.Fprintf(tw, "Pod CIDRs: %s\n", strings.Join(pools, ", "))
+	if st.NodePodCIDRs > 0 {
+		fmt.Fprintf(tw, "Node podCIDRs: %d, each accepted from its Node only\n", st.NodePodCIDRs)
+	}
 	if st.OwnershipChecked {
 		fmt.Fprintf(tw, "Block ownership: checked against %d block affinities\n", st.OwnedBlocks)
 	} else {

@@ -223,6 +223,10 @@ func TestCalicoHostLocalIPAM(t *testing.T) {
 	waitCalicoRoutes(t, 30*time.Second, blocksVia(n...))
 	d.answeredBy("hostlocal.example", 20*time.Second, pods...)
 	d.steady("hostlocal.example", 30, 20*time.Second)
+	out, err := runCLI(t, "bgp", "status", "--controller-port="+strconv.Itoa(d.ctrlPort))
+	if err != nil || !strings.Contains(out, "Node podCIDRs: 2") {
+		t.Errorf("perimeter bgp status: %v\n%s", err, out)
+	}
 	t.Logf("routes installed: %v; requests served: %s", calicoKernelRoutes(t), served(pods))
 }
 
