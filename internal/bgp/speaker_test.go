@@ -612,3 +612,36 @@ func TestBorrowedAddressPrefersHost(t *testing.T) {
 	src.ch <- st
 	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.130/32 via 127.0.0.2\n"))
 }
+
+// A trust-next-hop peer (a switch forwarding to the nodes) is the next hop of
+// the blocks it announces: GoBGP's policy accepts them from it, and only
+// from it.
+func TestTrustNextHopPeer(t *testing.T) {
+	src := newChanSource()
+	cfg := loopbackConfig(t, src)
+	cfg.PeerWithNodes = false
+	cfg.Peers = []Peer{{Address: netip.MustParseAddr("127.0.0.4"), TrustNextHop: true}, {Address: netip.MustParseAddr("127.0.0.5")}}
+	rt := newFakeRoutes()
+	tor := startFakeNode(t, "127.0.0.4", cfg.ListenPort)
+	other := startFakeNode(t, "127.0.0.5", cfg.ListenPort)
+	s := startSpeaker(t, cfg, rt, nil)
+	src.ch <- ClusterState{
+		Nodes:      []Node{loopNode("node-a", "127.0.0.2")},
+		Pools:      []Pool{{Name: "default", CIDR: netip.MustParsePrefix("198.18.64.0/20"), BlockSize: 26}},
+		Affinities: []Affinity{aff("198.18.64.0/26", "node-a")},
+	}
+	tor.announce(t, "198.18.64.0/26", "127.0.0.4")
+	tor.announce(t, "198.18.200.0/26", "127.0.0.4") // outside the pools: still refused
+	other.announce(t, "198.18.64.64/26", "127.0.0.5")
+	eventually(t, 20*time.Second, wantRoutes(rt, "198.18.64.0/26 via 127.0.0.4\n"))
+	if got := gobgpRIB(s.Speaker); got != "198.18.64.0/26 via 127.0.0.4\n" {
+		t.Fatalf("GoBGP's RIB:\n%s", got)
+	}
+	eventually(t, 10*time.Second, func() string {
+		st := s.Status()
+		if len(st.Rejected) != 2 {
+			return fmt.Sprintf("rejected %+v", st.Rejected)
+		}
+		return ""
+	})
+}
