@@ -175,20 +175,29 @@ func removeLoopback(addrs []netip.Prefix, log *slog.Logger) {
 	}
 }
 
+// haproxyState is what the gate reads of the driver.
+type haproxyState interface {
+	Running() bool
+	Adopted() bool
+	Changed() <-chan struct{}
+}
+
+var _ haproxyState = (*haproxy.Driver)(nil)
+
 // gate decides whether this edge may announce: caches synced and the first
 // configuration served (or a HAProxy handed over that serves the previous
 // one), HAProxy running, its binds answering, the sync loop not stuck, and
 // no stop in progress.
 type gate struct {
 	up       *bgp.Upstream
-	drv      *haproxy.Driver
+	drv      haproxyState
 	ready    *atomic.Bool
 	alive    func() bool
 	probes   []string // address:port to connect to
 	draining atomic.Bool
 }
 
-func newGate(up *bgp.Upstream, drv *haproxy.Driver, ready *atomic.Bool, alive func() bool, c *config.Config, addrs []netip.Prefix) *gate {
+func newGate(up *bgp.Upstream, drv haproxyState, ready *atomic.Bool, alive func() bool, c *config.Config, addrs []netip.Prefix) *gate {
 	port := c.HTTPBindPort
 	if c.DisableHTTP {
 		port = httpsPort(c)
