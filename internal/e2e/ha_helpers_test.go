@@ -63,6 +63,7 @@ type haLab struct {
 	cluster *testenv.Netns
 	edges   []*haEdge
 	podSeq  int
+	frr     *frrRouter // nil: the router runs BIRD
 }
 
 type haEdge struct {
@@ -85,10 +86,17 @@ type edgeDaemon struct {
 	exitErr error
 }
 
-func newHALab(e *env, edges int) *haLab {
+func newHALab(e *env, edges int) *haLab { return newHALabRouter(e, edges, "bird") }
+
+// newHALabRouter builds the test bed with BIRD or FRR ("frr") as the router.
+func newHALabRouter(e *env, edges int, router string) *haLab {
 	t := e.t
 	t.Helper()
-	requireBIRD(t)
+	if router == "frr" {
+		requireFRR(t)
+	} else {
+		requireBIRD(t)
+	}
 	l := &haLab{e: e, dir: shortTempDir(t)}
 	l.router = testenv.NewNetns(t, "ha-router")
 	for k, v := range map[string]string{
@@ -129,6 +137,10 @@ func newHALab(e *env, edges int) *haLab {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		})
+	}
+	if router == "frr" {
+		l.frr = l.startFRR()
+		return l
 	}
 	l.bird = testenv.NewBird(t, l.router, l.dir, "router")
 	if err := l.bird.Start(l.birdConfig()); err != nil {
@@ -431,6 +443,11 @@ func (l *haLab) waitNextHops(timeout time.Duration, edges ...*haEdge) time.Durat
 		}
 		return nil
 	})
+	if err != nil && l.frr != nil {
+		out, _ := l.frr.vtysh("show bgp summary")
+		rt, _ := l.frr.vtysh("show ip route")
+		t.Fatalf("%v\n%s\n%s", err, out, rt)
+	}
 	if err != nil {
 		out, _ := l.bird.Birdc("show", "protocols", "all")
 		rt, _ := l.bird.Birdc("show", "route", "all", "filtered")
@@ -442,6 +459,9 @@ func (l *haLab) waitNextHops(timeout time.Duration, edges ...*haEdge) time.Durat
 // birdRoutes reads from BIRD which edges the announce address is routed
 // to (the best path and its ECMP siblings).
 func (l *haLab) birdRoutes() ([]string, error) {
+	if l.frr != nil {
+		return l.frr.routes()
+	}
 	out, err := l.bird.Birdc("show", "route", "for", haAnnounce)
 	if err != nil {
 		return nil, err
