@@ -1,6 +1,7 @@
 package app
 
 import (
+	"io"
 	"testing"
 
 	"github.com/perimeter-ingress/perimeter/internal/bgp"
@@ -24,4 +25,43 @@ func TestBGPConfigNodePassword(t *testing.T) {
 	if _, err := BGPConfig(c); err == nil {
 		t.Fatal("a Secret reference without a name was accepted")
 	}
+}
+
+// The flags of Calico's BGPPeer settings reach the speaker's configuration.
+func TestBGPConfigCalicoPeerSettings(t *testing.T) {
+	c, err := parseFlags("--bgp-local-as=65000", "--bgp-peers-from-nodes",
+		"--bgp-node-selector=route-reflector=true", "--bgp-node-port=1790", "--bgp-node-ttl-security=2",
+		"--bgp-ebgp-multihop=3", "--bgp-block-size=24",
+		"--bgp-passive-prefix=198.51.100.0/28,as=65001,trust-next-hop", "--bgp-passive-prefix=203.0.113.0/28,ttl-security=1",
+		"--bgp-peer=198.51.100.20,as=65002,ttl-security=1,trust-next-hop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := BGPConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeSelector != "route-reflector=true" || cfg.NodePort != 1790 || cfg.NodeTTLSecurity != 2 ||
+		cfg.EBGPMultihopTTL != 3 || cfg.BlockSize != 24 || len(cfg.PassivePeers) != 2 || !cfg.PassivePeers[0].TrustNextHop ||
+		cfg.PassivePeers[1].TTLSecurity != 1 || len(cfg.Peers) != 1 || !cfg.Peers[0].TrustNextHop || cfg.Peers[0].TTLSecurity != 1 {
+		t.Fatalf("config %+v", cfg)
+	}
+	for _, bad := range [][]string{{"--bgp-node-ttl-security=255"}, {"--bgp-node-port=70000"}, {"--bgp-ebgp-multihop=256"}} {
+		c, err := parseFlags(append([]string{"--bgp-local-as=65000"}, bad...)...)
+		if err != nil {
+			continue
+		}
+		if _, err := BGPConfig(c); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func parseFlags(args ...string) (*config.Config, error) {
+	c := &config.Config{}
+	fs := c.FlagSet("perimeter", io.Discard)
+	if err := fs.Parse(append([]string{"--config=/dev/null"}, args...)); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
