@@ -651,12 +651,6 @@ func (ed *haEdge) serves(host string) error {
 	return nil
 }
 
-func readAll(resp *http.Response) string {
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
 // rehashWindow is how close to a change of the router's next hops a failed
 // request must be to count as in flight when the router moved its flow.
 const rehashWindow = 100 * time.Millisecond

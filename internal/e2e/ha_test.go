@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,14 +71,14 @@ func TestHAEdgesShareTheAddress(t *testing.T) {
 			t.Fatalf("edge %d upstream status: %+v", ed.i, st)
 		}
 	}
-	// The text `perimeter bgp status` prints.
-	resp, err := l.edges[0].ctrl.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/bgp/upstream", haCtrlPort))
+	// `perimeter bgp status`, run on the edge.
+	out, err := l.edges[0].ns.Exec(perimeterBinary(t), "bgp", "status", "--config=/dev/null", "--controller-port="+strconv.Itoa(haCtrlPort))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := readAll(resp)
-	if !strings.Contains(text, haAnnounce+"/32") || !strings.Contains(text, "announced since") || !strings.Contains(text, "Established") {
-		t.Fatalf("status text:\n%s", text)
+	if !strings.Contains(out, "Upstream peers: AS "+haEdgeAS) || !strings.Contains(out, haAnnounce+"/32") ||
+		!strings.Contains(out, "announced since") || !strings.Contains(out, "Established") {
+		t.Fatalf("perimeter bgp status:\n%s", out)
 	}
 
 	// Ingress status: the announce address, not an edge's.
