@@ -406,25 +406,33 @@ func (u *Upstream) Run(ctx context.Context) error {
 }
 
 func (u *Upstream) setPolicies(ctx context.Context, srv *server.BgpServer) error {
-	var pfx []*api.Prefix
+	// One prefix set per family: GoBGP refuses a mixed one.
+	sets := map[string][]*api.Prefix{}
 	for _, a := range u.cfg.Addresses {
-		pfx = append(pfx, &api.Prefix{IpPrefix: a.String(), MaskLengthMin: uint32(a.Bits()), MaskLengthMax: uint32(a.Bits())})
+		name := "announce4"
+		if a.Addr().Is6() {
+			name = "announce6"
+		}
+		sets[name] = append(sets[name], &api.Prefix{IpPrefix: a.String(), MaskLengthMin: uint32(a.Bits()), MaskLengthMax: uint32(a.Bits())})
 	}
-	if len(pfx) > 0 {
+	var accept []*api.Statement
+	for _, name := range []string{"announce4", "announce6"} {
+		if len(sets[name]) == 0 {
+			continue
+		}
 		if err := srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
-			DefinedType: api.DefinedType_PREFIX, Name: "announce", Prefixes: pfx}}); err != nil {
+			DefinedType: api.DefinedType_PREFIX, Name: name, Prefixes: sets[name]}}); err != nil {
 			return fmt.Errorf("upstream prefix set: %w", err)
 		}
-		if err := srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: "export-announce", Statements: []*api.Statement{{
-			Name:       "announce",
-			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Name: "announce", Type: api.MatchSet_ANY}},
-			Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT},
-		}}}}); err != nil {
-			return fmt.Errorf("upstream export policy: %w", err)
-		}
+		accept = append(accept, &api.Statement{Name: name,
+			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Name: name, Type: api.MatchSet_ANY}},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT}})
 	}
 	var export, imp []*api.Policy
-	if len(pfx) > 0 {
+	if len(accept) > 0 {
+		if err := srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: "export-announce", Statements: accept}}); err != nil {
+			return fmt.Errorf("upstream export policy: %w", err)
+		}
 		export = []*api.Policy{{Name: "export-announce"}}
 		// GoBGP's import policy also sees our own paths: take those
 		// (the announce addresses) and refuse everything the peers send.
@@ -432,7 +440,7 @@ func (u *Upstream) setPolicies(ctx context.Context, srv *server.BgpServer) error
 		for _, p := range u.cfg.Peers {
 			peers = append(peers, netip.PrefixFrom(p.Address, p.Address.BitLen()).String())
 		}
-		st := []*api.Statement{}
+		var st []*api.Statement
 		if len(peers) > 0 {
 			if err := srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
 				DefinedType: api.DefinedType_NEIGHBOR, Name: "upstream-peers", List: peers}}); err != nil {
@@ -442,9 +450,9 @@ func (u *Upstream) setPolicies(ctx context.Context, srv *server.BgpServer) error
 				Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Name: "upstream-peers", Type: api.MatchSet_ANY}},
 				Actions:    &api.Actions{RouteAction: api.RouteAction_REJECT}})
 		}
-		st = append(st, &api.Statement{Name: "own",
-			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Name: "announce", Type: api.MatchSet_ANY}},
-			Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT}})
+		for _, a := range accept {
+			st = append(st, &api.Statement{Name: "own-" + a.Name, Conditions: a.Conditions, Actions: a.Actions})
+		}
 		if err := srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: "import-own", Statements: st}}); err != nil {
 			return fmt.Errorf("upstream import policy: %w", err)
 		}

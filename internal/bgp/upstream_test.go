@@ -47,19 +47,27 @@ func TestParseUpstreamFlags(t *testing.T) {
 // fakeRouter is a GoBGP standing in for the upstream router: it listens,
 // accepts the edge, and announces a route of its own towards it.
 func fakeRouter(tb testing.TB, port int, edge string) *server.BgpServer {
+	return fakeRouterOn(tb, "127.0.0.1", port, edge)
+}
+
+func fakeRouterOn(tb testing.TB, listen string, port int, edge string) *server.BgpServer {
 	tb.Helper()
 	srv := server.NewBgpServer(server.LoggerOption(newGoBGPLogger(testLog(tb).With("router", port))))
 	go srv.Serve()
 	ctx := context.Background()
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: 64500, RouterId: "127.0.0.1",
-		ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"}}}); err != nil {
+		ListenPort: int32(port), ListenAddresses: []string{listen}}}); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = srv.StopBgp(context.Background(), &api.StopBgpRequest{}) })
+	family := ipv4Unicast
+	if netip.MustParseAddr(edge).Is6() {
+		family = ipv6Unicast
+	}
 	if err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
 		Conf:      &api.PeerConf{NeighborAddress: edge, PeerAsn: 64601},
 		Transport: &api.Transport{PassiveMode: true},
-		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}}},
+		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: family, Enabled: true}}},
 	}}); err != nil {
 		tb.Fatal(err)
 	}
@@ -78,8 +86,12 @@ func fakeRouter(tb testing.TB, port int, edge string) *server.BgpServer {
 // routerLearned lists the prefixes the router learned from its peers, with
 // their communities and MED.
 func routerLearned(srv *server.BgpServer) []string {
+	return routerLearnedFamily(srv, ipv4Unicast)
+}
+
+func routerLearnedFamily(srv *server.BgpServer, family *api.Family) []string {
 	var out []string
-	_ = srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast},
+	_ = srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: family},
 		func(d *api.Destination) {
 			for _, p := range d.Paths {
 				if p.NeighborIp == "<nil>" || p.NeighborIp == "" {
@@ -168,5 +180,40 @@ func TestUpstreamAnnouncesOnlyTheAddresses(t *testing.T) {
 	})
 	if st := u.Status(); st.Announced || st.Reason != ReasonHAProxyDown || st.Transitions != 2 {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestUpstreamIPv6: an IPv6 announce address goes to an IPv6 peer, with the
+// session's address as next hop; the IPv4 one does not.
+func TestUpstreamIPv6(t *testing.T) {
+	port := freePort(t, "::1")
+	router := fakeRouterOn(t, "::1", port, "::1")
+	u, err := NewUpstream(UpstreamConfig{
+		LocalAS: 64601, RouterID: netip.MustParseAddr("127.0.0.2"), LocalAddress: netip.MustParseAddr("::1"),
+		Peers:     []UpstreamPeer{{Address: netip.MustParseAddr("::1"), AS: 64500, Port: uint16(port)}},
+		Addresses: []netip.Prefix{netip.MustParsePrefix("2001:db8::10/128"), netip.MustParsePrefix("198.19.130.10/32")},
+		HoldTime:  3 * time.Second,
+	}, testLog(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Set(true, "", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- u.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	eventually(t, 20*time.Second, func() string {
+		if got := routerLearnedFamily(router, ipv6Unicast); !slices.Equal(got, []string{"2001:db8::10/128"}) {
+			return "router has " + strings.Join(got, ",")
+		}
+		return ""
+	})
+	if got := routerLearnedFamily(router, ipv4Unicast); len(got) != 0 {
+		t.Fatalf("IPv4 address sent over the IPv6 session: %v", got)
 	}
 }
