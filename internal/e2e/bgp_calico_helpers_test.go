@@ -318,35 +318,11 @@ func (b *calicoBed) daemonFlags(localAS int, extra ...string) []string {
 
 // calicoKernelRoutes are the daemon's main-table routes in this bed's
 // range: destination -> gateway.
-func calicoKernelRoutes(t testing.TB) map[string]string {
-	t.Helper()
-	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.DefaultProtocol},
-		netlink.RT_FILTER_PROTOCOL)
-	if err != nil {
-		t.Fatalf("list routes: %v", err)
-	}
-	out := map[string]string{}
-	for _, r := range rs {
-		if r.Dst == nil {
-			continue
-		}
-		p, err := netip.ParsePrefix(r.Dst.String())
-		if err != nil || !calicoRoutesRange.Overlaps(p) {
-			continue
-		}
-		out[p.String()] = r.Gw.String()
-	}
-	return out
-}
+func calicoKernelRoutes(t testing.TB) map[string]string { return routesWithin(t, calicoRoutesRange) }
 
 func waitCalicoRoutes(t testing.TB, timeout time.Duration, want map[string]string) {
 	t.Helper()
-	testenv.Eventually(t, timeout, func() error {
-		if got := calicoKernelRoutes(t); !mapsEqual(got, want) {
-			return fmt.Errorf("routes with protocol %d: %v, want %v", routes.DefaultProtocol, got, want)
-		}
-		return nil
-	})
+	waitRoutesWithin(t, timeout, calicoRoutesRange, want)
 }
 
 // blocksVia is the expected kernel state: each node's block via the node.

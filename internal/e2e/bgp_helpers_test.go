@@ -222,7 +222,10 @@ func sanitize(s string) string {
 
 // kernelRoutes are the root namespace's main-table routes with the daemon's
 // protocol inside this file's ranges: destination -> gateway.
-func kernelRoutes(t testing.TB) map[string]string {
+func kernelRoutes(t testing.TB) map[string]string { return routesWithin(t, bgpBlocks) }
+
+// routesWithin are the daemon's main-table routes inside within.
+func routesWithin(t testing.TB, within netip.Prefix) map[string]string {
 	t.Helper()
 	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.DefaultProtocol},
 		netlink.RT_FILTER_PROTOCOL)
@@ -235,7 +238,7 @@ func kernelRoutes(t testing.TB) map[string]string {
 			continue
 		}
 		p, err := netip.ParsePrefix(r.Dst.String())
-		if err != nil || !bgpBlocks.Overlaps(p) {
+		if err != nil || !within.Overlaps(p) {
 			continue
 		}
 		out[p.String()] = r.Gw.String()
@@ -246,9 +249,14 @@ func kernelRoutes(t testing.TB) map[string]string {
 // waitRoutes polls until the daemon's routes are exactly want.
 func waitRoutes(t testing.TB, timeout time.Duration, want map[string]string) {
 	t.Helper()
+	waitRoutesWithin(t, timeout, bgpBlocks, want)
+}
+
+func waitRoutesWithin(t testing.TB, timeout time.Duration, within netip.Prefix, want map[string]string) {
+	t.Helper()
 	testenv.Eventually(t, timeout, func() error {
-		if got := kernelRoutes(t); !mapsEqual(got, want) {
-			out, _ := exec.Command("ip", "route", "show", "proto", strconv.Itoa(routes.DefaultProtocol)).CombinedOutput()
+		if got := routesWithin(t, within); !mapsEqual(got, want) {
+			out, _ := exec.Command("ip", "-N", "route", "show", "proto", strconv.Itoa(routes.DefaultProtocol)).CombinedOutput()
 			return fmt.Errorf("routes with protocol %d: %v, want %v\n%s", routes.DefaultProtocol, got, want, out)
 		}
 		return nil
