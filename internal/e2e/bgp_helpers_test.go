@@ -380,11 +380,33 @@ func (d *daemon) steady(host string, n int, timeout time.Duration, avoid ...*tes
 // requestLoop sends requests through HAProxy, one connection each, until
 // stopped, and counts the failures.
 type requestLoop struct {
+	tally
+	stop chan struct{}
+	done chan struct{}
+}
+
+// tally counts a load loop's requests and failures, keeping the first few
+// reasons for the test's message.
+type tally struct {
 	sent, failed atomic.Int64
 	mu           sync.Mutex
 	firstErrors  []string
-	stop         chan struct{}
-	done         chan struct{}
+}
+
+func (c *tally) fail(why string) {
+	c.failed.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.firstErrors) < 5 {
+		c.firstErrors = append(c.firstErrors, time.Now().Format("15:04:05.000 ")+why)
+	}
+}
+
+// reasons are the first failures' reasons.
+func (c *tally) reasons() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.firstErrors)
 }
 
 func startRequestLoop(port int, host string) *requestLoop {
@@ -412,12 +434,7 @@ func startRequestLoop(port int, host string) *requestLoop {
 				resp.Body.Close()
 			}
 			if why != "" {
-				l.failed.Add(1)
-				l.mu.Lock()
-				if len(l.firstErrors) < 5 {
-					l.firstErrors = append(l.firstErrors, time.Now().Format("15:04:05.000 ")+why)
-				}
-				l.mu.Unlock()
+				l.fail(why)
 			}
 		}
 	}()
@@ -431,9 +448,7 @@ func (l *requestLoop) finish() (sent, failed int64, errs []string) {
 		close(l.stop)
 	}
 	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sent.Load(), l.failed.Load(), l.firstErrors
+	return l.sent.Load(), l.failed.Load(), l.reasons()
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,11 +45,9 @@ func (tn *routingTenants) start(extra ...string) *daemon {
 // answer that is not 200 from pod: the victim's routes must hold while the
 // attacker acts.
 type victimLoop struct {
-	stop        chan struct{}
-	wg          sync.WaitGroup
-	sent, bad   atomic.Int64
-	mu          sync.Mutex
-	firstErrors []string
+	tally
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 func startVictimLoop(d *daemon, host, pod string, paths ...string) *victimLoop {
@@ -68,13 +65,7 @@ func startVictimLoop(d *daemon, host, pod string, paths ...string) *victimLoop {
 				r, err := d.get(host, p)
 				l.sent.Add(1)
 				if err != nil || r.status != 200 || r.header.Get("X-Pod") != pod {
-					l.bad.Add(1)
-					l.mu.Lock()
-					if len(l.firstErrors) < 5 {
-						l.firstErrors = append(l.firstErrors, fmt.Sprintf("%s %s%s: %v status %d pod %q",
-							time.Now().Format("15:04:05.000"), host, p, err, r.status, r.header.Get("X-Pod")))
-					}
-					l.mu.Unlock()
+					l.fail(fmt.Sprintf("%s%s: %v status %d pod %q", host, p, err, r.status, r.header.Get("X-Pod")))
 				}
 			}
 		}()
@@ -96,8 +87,8 @@ func (l *victimLoop) finish(t *testing.T) {
 	})
 	close(l.stop)
 	l.wg.Wait()
-	if l.bad.Load() != 0 {
-		t.Fatalf("victim load: %d of %d requests failed or reached another pod; first: %v", l.bad.Load(), l.sent.Load(), l.firstErrors)
+	if l.failed.Load() != 0 {
+		t.Fatalf("victim load: %d of %d requests failed or reached another pod; first: %v", l.failed.Load(), l.sent.Load(), l.reasons())
 	}
 	t.Logf("victim load: %d requests, 0 failed", l.sent.Load())
 }

@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -164,10 +162,8 @@ func selfSignedLeaf(t *testing.T, host string) leaf { return selfSigned(t, host,
 // pod whose name starts with pod, or are served another certificate than
 // serial.
 type tlsLoad struct {
-	sent, failed atomic.Int64
-	mu           sync.Mutex
-	firstErrors  []string
-	stop, done   chan struct{}
+	tally
+	stop, done chan struct{}
 }
 
 func startTLSLoad(port int, host, pod, serial string) *tlsLoad {
@@ -192,12 +188,7 @@ func startTLSLoad(port int, host, pod, serial string) *tlsLoad {
 				why = fmt.Sprintf("served certificate %s serial %s, want serial %s", a.subject, a.serial, serial)
 			}
 			if why != "" {
-				l.failed.Add(1)
-				l.mu.Lock()
-				if len(l.firstErrors) < 5 {
-					l.firstErrors = append(l.firstErrors, time.Now().Format("15:04:05.000 ")+why)
-				}
-				l.mu.Unlock()
+				l.fail(why)
 			}
 		}
 	}()
@@ -209,15 +200,13 @@ func (l *tlsLoad) finish(t *testing.T, what string) {
 	t.Helper()
 	close(l.stop)
 	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	sent, failed := l.sent.Load(), l.failed.Load()
 	t.Logf("%s: %d HTTPS requests, %d failed", what, sent, failed)
 	if sent < 20 {
 		t.Errorf("%s: only %d requests sent", what, sent)
 	}
 	if failed > 0 {
-		t.Errorf("%s: %d of %d requests failed: %v", what, failed, sent, l.firstErrors)
+		t.Errorf("%s: %d of %d requests failed: %v", what, failed, sent, l.reasons())
 	}
 }
 
