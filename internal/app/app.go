@@ -239,6 +239,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	defer upCancel()
 	if len(upCfg.Peers) > 0 {
 		upCfg.Password = secretPassword(cs)
+		if c.ElectionID != "" {
+			onChange, stopEvents := kube.AnnounceEvents(cs, c.ElectionNamespace, c.ElectionID)
+			defer stopEvents()
+			upCfg.OnChange = onChange
+		}
 		if up, err = bgp.NewUpstream(upCfg, log, m.Registry); err != nil {
 			return err
 		}

@@ -52,6 +52,9 @@ type UpstreamConfig struct {
 	// took over a HAProxy that kept serving, so the routers keep the
 	// addresses until our End-of-RIB.
 	Restarting bool
+	// OnChange, if set, is told of every announce and withdraw (the
+	// daemon records Events).
+	OnChange func(announced bool, reason, detail string)
 	// Password resolves a password secret; nil refuses peers that need
 	// one.
 	Password func(ctx context.Context, ref SecretRef) (string, error)
@@ -271,6 +274,9 @@ func (u *Upstream) Set(ok bool, reason, detail string) {
 		return
 	}
 	u.transitions++
+	if u.cfg.OnChange != nil {
+		u.cfg.OnChange(ok, reason, detail)
+	}
 	if ok {
 		u.log.Info("announcing the ingress addresses", "addresses", u.cfg.Addresses)
 		for _, a := range u.cfg.Addresses {

@@ -273,6 +273,26 @@ func TestHAFailures(t *testing.T) {
 
 	down, back := haKillHAProxy(t, l, l.edges[1])
 	t.Logf("HAProxy killed: withdrawn after %s, announced again after %s", down, back)
+	// Every announce and withdraw is an Event on the election Lease.
+	testenv.Eventually(t, 20*time.Second, func() error {
+		list, err := l.e.c.Admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, ev := range list.Items {
+			if ev.InvolvedObject.Kind == "Lease" && ev.InvolvedObject.Name == "perimeter-"+l.e.ns {
+				seen[ev.Reason] = true
+				if ev.Reason == "Withdrawn" && !strings.Contains(ev.Message, "haproxy-down") && !strings.Contains(ev.Message, "binds-not-answering") {
+					return fmt.Errorf("withdrawn Event without the reason: %q", ev.Message)
+				}
+			}
+		}
+		if !seen["Announced"] || !seen["Withdrawn"] {
+			return fmt.Errorf("Events on the Lease: %v", seen)
+		}
+		return nil
+	})
 
 	gr := haCrash(t, l)
 	t.Logf("crash under load, graceful restart on: %d of %d requests failed, the last %s after the kill (the restarted daemon took over: withdrawn after %s)",
