@@ -45,6 +45,11 @@ func TestHAEdgesShareTheAddress(t *testing.T) {
 	if got, err := l.birdRoutes(); err != nil || !slices.Equal(got, l.addrs(l.edges...)) {
 		t.Fatalf("BIRD routes %s via %v (%v), want both edges", haAnnounce, got, err)
 	}
+	// Only the announce address, with the operator's community.
+	if out, err := l.bird.Birdc("show", "route", "all"); err != nil || strings.Count(out, "/32") != 1 ||
+		!strings.Contains(out, haAnnounce+"/32") || !strings.Contains(out, "BGP.community: (64601,10)") {
+		t.Fatalf("BIRD's table: %v\n%s", err, out)
+	}
 	before := []int{l.edges[0].requests(), l.edges[1].requests()}
 	load := l.startLoad(haHost, 4, 0)
 	load.waitSent(t, 400)
