@@ -22,6 +22,7 @@ func BenchmarkHAFailover(b *testing.B) {
 		rfailed, rsent, gaps := haRolling(b, l)
 		b.ReportMetric(float64(rfailed), "handover-failed")
 		b.ReportMetric(float64(len(gaps)), "handover-withdrawals")
+		b.ReportMetric(ms(l.takeover), "handover-session-back-ms")
 		b.Logf("rolling hand-over: %d requests, %d failed, withdrawn %d times", rsent, rfailed, len(gaps))
 
 		df, ds, dgaps := haDaemonCrash(b, l)

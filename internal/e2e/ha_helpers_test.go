@@ -64,6 +64,9 @@ type haLab struct {
 	edges   []*haEdge
 	podSeq  int
 	frr     *frrRouter // nil: the router runs BIRD
+	// takeover is the longest a restarted edge took to have its session
+	// up again after the signal (the last haRestartEach).
+	takeover time.Duration
 }
 
 type haEdge struct {

@@ -139,7 +139,7 @@ func TestHAGracefulStopAndHandOver(t *testing.T) {
 
 	// Rolling hand-over restart.
 	rf, rs, gaps := haRolling(t, l)
-	t.Logf("rolling hand-over restart under load: %d requests, %d failed", rs, rf)
+	t.Logf("rolling hand-over restart under load: %d requests, %d failed; the next daemon's session was up %s after the signal", rs, rf, l.takeover)
 	if len(gaps) > 0 {
 		t.Fatalf("the address was withdrawn during the hand-over: %v", gaps)
 	}
@@ -236,7 +236,9 @@ func haRestartEach(t testing.TB, l *haLab, edges []*haEdge, sig syscall.Signal) 
 			}
 		}
 	}()
+	l.takeover = 0
 	for _, ed := range edges {
+		signalled := time.Now()
 		ed.signal(sig)
 		ed.waitExit(30 * time.Second)
 		if sig == syscall.SIGUSR1 && ed.d.exitErr != nil {
@@ -251,6 +253,8 @@ func haRestartEach(t testing.TB, l *haLab, edges []*haEdge, sig syscall.Signal) 
 			if len(st.Peers) == 0 || st.Peers[0].State != "Established" || !st.Announced {
 				return fmt.Errorf("edge %d upstream: %+v", ed.i, st)
 			}
+			// How long the router held the route on graceful restart.
+			l.takeover = max(l.takeover, st.Peers[0].Since.Sub(signalled))
 			return nil
 		})
 		load.waitSent(t, load.sent.Load()+300)
