@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -247,6 +248,22 @@ bgp-keep-routes-on-exit: true
 	}
 	note("started: %s/%s, status %q, first request served", st["ActiveState"], st["SubState"], st["StatusText"])
 	m.run("pgrep -u perimeter -x haproxy >/dev/null")
+	// HAProxy keeps CAP_NET_BIND_SERVICE (bit 10) and not the daemon's
+	// CAP_NET_ADMIN (bit 12).
+	for _, pid := range strings.Fields(m.run("pgrep -u perimeter -x haproxy")) {
+		caps := m.run("grep -E '^Cap(Eff|Amb):' /proc/" + pid + "/status")
+		for _, line := range strings.Split(strings.TrimSpace(caps), "\n") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseUint(f[len(f)-1], 16, 64)
+			if err != nil {
+				t.Fatalf("HAProxy %s: %q: %v", pid, line, err)
+			}
+			if v&(1<<12) != 0 || v&(1<<10) == 0 {
+				t.Errorf("HAProxy %s: %s, want CAP_NET_BIND_SERVICE and not CAP_NET_ADMIN", pid, line)
+			}
+		}
+	}
+	note("HAProxy runs with CAP_NET_BIND_SERVICE only")
 	// The unit's sandbox denies system calls with EPERM rather than
 	// killing: what HAProxy or the daemon were refused shows as warnings.
 	j := m.journal()
