@@ -27,11 +27,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -97,13 +100,36 @@ func FreePort(tb testing.TB) int {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+	// Below the kernel's ephemeral range (32768 and up by default): a port
+	// from that range can be taken by any process's next outgoing
+	// connection between this check and the test's bind, which made
+	// HAProxy's reloads fail with "address already in use".
+	const lo, hi = 20000, 32767
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	for range 200 {
+		port := lo + rand.IntN(hi-lo+1)
+		if portsGiven.m[port] {
+			continue
+		}
+		// The wildcard bind is the strict check: it fails whatever
+		// address another socket holds the port on.
+		l, err := net.Listen("tcp4", "0.0.0.0:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven.m[port] = true
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("free port: none found below the ephemeral range")
 }
+
+// portsGiven are the ports this process handed out: never twice.
+var portsGiven = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
 
 const modulePath = "github.com/perimeter-ingress/perimeter"
 
