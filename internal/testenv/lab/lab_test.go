@@ -115,10 +115,10 @@ func TestLabCommandsWorkAsPrinted(t *testing.T) {
 	expect := []struct{ prefix, want string }{
 		{"curl -s -H 'Host: foo.bar'", "app-"},
 		{bin + " bgp status", "Established"},
-		{"ip route show proto", "198.18.200.0/26 via 198.19.200.11"},
+		{"ip route show proto", "198.18.220.0/26 via 198.19.220.11"},
 		{bin + " explain", "demo/app"},
 		{birdc, "Established"},
-		{"curl -s -X POST", "app-2 198.18.200.11 on node-1"},
+		{"curl -s -X POST", "app-2 198.18.220.11 on node-1"},
 		{"for i in", "app-2"},
 	}
 	for i, want := range expect {
@@ -135,7 +135,7 @@ func TestLabCommandsWorkAsPrinted(t *testing.T) {
 	}
 	// The bgp status lists both nodes, the kernel has both blocks, and no
 	// route to a pod was put here by hand: only what BGP learned.
-	routes, err := exec.Command("ip", "-N", "-4", "route", "show", "root", "198.18.200.0/24").CombinedOutput()
+	routes, err := exec.Command("ip", "-N", "-4", "route", "show", "root", "198.18.220.0/24").CombinedOutput()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestLabCommandsWorkAsPrinted(t *testing.T) {
 			t.Errorf("a pod route that BGP did not bring: %q", line)
 		}
 	}
-	if !strings.Contains(string(routes), "198.18.200.64/26 via 198.19.200.12") {
+	if !strings.Contains(string(routes), "198.18.220.64/26 via 198.19.220.12") {
 		t.Errorf("node-2's block not learned:\n%s", routes)
 	}
 
@@ -186,7 +186,7 @@ func assertNothingLeft(t *testing.T, pid int) {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
-		if r.Dst != nil && strings.HasPrefix(r.Dst.String(), "198.18.200.") {
+		if r.Dst != nil && strings.HasPrefix(r.Dst.String(), "198.18.220.") {
 			t.Errorf("route left: %s", r.Dst)
 		}
 	}

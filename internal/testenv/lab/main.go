@@ -41,10 +41,10 @@ import (
 // each node's /26 block, and the pod-to-node links.
 const (
 	bridgeName = "pmlab0"
-	edgeAddr   = "198.19.200.1"
-	nodeNet    = "198.19.200.0/24"
-	podLinks   = "198.19.201.0/24"
-	poolCIDR   = "198.18.200.0/24"
+	edgeAddr   = "198.19.220.1"
+	nodeNet    = "198.19.220.0/24"
+	podLinks   = "198.19.221.0/24"
+	poolCIDR   = "198.18.220.0/24"
 	clusterAS  = 64512
 	bgpPort    = 1790
 	nodeCount  = 2
@@ -244,7 +244,7 @@ func (l *lab) startNodes(ctx context.Context) error {
 	pool := netip.MustParsePrefix(poolCIDR)
 	var addrs []string
 	for i := 0; i < nodeCount; i++ {
-		addrs = append(addrs, fmt.Sprintf("198.19.200.%d", 11+i))
+		addrs = append(addrs, fmt.Sprintf("198.19.220.%d", 11+i))
 	}
 	api := l.cluster.Admin
 	for i := 0; i < nodeCount; i++ {
