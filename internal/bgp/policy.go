@@ -324,10 +324,8 @@ func (p *Policy) isNodeAddr(a netip.Addr) bool {
 // nodeNextHops are every node address as a GoBGP next-hop list.
 func (p *Policy) nodeNextHops() []string {
 	var out []string
-	for _, addrs := range p.nodeAddrs {
-		for _, a := range addrs {
-			out = append(out, a.String()+"/32")
-		}
+	for n := range p.nodeAddrs {
+		out = append(out, p.nextHopsOf(n)...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -451,18 +449,7 @@ func (p *Policy) podCIDRStatements(prefixSet func(string, []*api.Prefix), accept
 		byNode[a.Node] = append(byNode[a.Node], &api.Prefix{IpPrefix: a.Block.String(),
 			MaskLengthMin: uint32(a.Block.Bits()), MaskLengthMax: 31})
 	}
-	slices.Sort(nodes)
-	var stmts []*api.Statement
-	for i, n := range nodes {
-		set := fmt.Sprintf("node-%d-podcidrs", i)
-		prefixSet(set, byNode[n])
-		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("podcidr-%d", i), Actions: accept,
-			Conditions: &api.Conditions{
-				PrefixSet:     &api.MatchSet{Type: api.MatchSet_ANY, Name: set},
-				NextHopInList: p.nextHopsOf(n),
-			}})
-	}
-	return stmts
+	return p.nodeStatements(byNode, nodes, "node-%d-podcidrs", "podcidr-%d", prefixSet, accept)
 }
 
 func (p *Policy) nextHopsOf(node string) []string {
@@ -502,12 +489,19 @@ func (p *Policy) ownerStatements(prefixSet func(string, []*api.Prefix), accept *
 		byNode[a.Node] = append(byNode[a.Node], &api.Prefix{IpPrefix: a.Block.String(),
 			MaskLengthMin: uint32(max(minLen, a.Block.Bits())), MaskLengthMax: 31})
 	}
+	return p.nodeStatements(byNode, nodes, "node-%d-blocks", "node-%d", prefixSet, accept)
+}
+
+// nodeStatements makes one statement per node (in name order): the node's
+// prefixes, with a next hop among its addresses.
+func (p *Policy) nodeStatements(byNode map[string][]*api.Prefix, nodes []string, setName, stmtName string,
+	prefixSet func(string, []*api.Prefix), accept *api.Actions) []*api.Statement {
 	slices.Sort(nodes)
 	var stmts []*api.Statement
 	for i, n := range nodes {
-		set := fmt.Sprintf("node-%d-blocks", i)
+		set := fmt.Sprintf(setName, i)
 		prefixSet(set, byNode[n])
-		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("node-%d", i), Actions: accept,
+		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf(stmtName, i), Actions: accept,
 			Conditions: &api.Conditions{
 				PrefixSet:     &api.MatchSet{Type: api.MatchSet_ANY, Name: set},
 				NextHopInList: p.nextHopsOf(n),

@@ -254,13 +254,17 @@ func addrOrDash(a netip.Addr) string {
 
 // Handler serves Status: text by default, JSON with ?format=json or
 // Accept: application/json.
-func (s *Speaker) Handler() http.Handler {
+func (s *Speaker) Handler() http.Handler { return statusHandler(s.Status) }
+
+// statusHandler serves what status returns, as text or JSON: the speaker's
+// and the upstream side's status pages are the same page.
+func statusHandler[T interface{ WriteText(io.Writer) error }](status func() T) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		st := s.Status()
+		st := status()
 		if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)

@@ -1,13 +1,11 @@
 package bgp
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -92,21 +90,4 @@ func (st UpstreamStatus) WriteText(w io.Writer) error {
 }
 
 // Handler serves Status: text by default, JSON with ?format=json.
-func (u *Upstream) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		st := u.Status()
-		if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
-			w.Header().Set("Content-Type", "application/json")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(st)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_ = st.WriteText(w)
-	})
-}
+func (u *Upstream) Handler() http.Handler { return statusHandler(u.Status) }

@@ -156,7 +156,7 @@ func TestReload(t *testing.T) {
 		t.Run(k.Name, func(t *testing.T) {
 			v, ok := otherValue(k)
 			if !ok {
-				t.Skipf("no second value for %s", k.Name)
+				t.Fatalf("no second value for %s: add one to otherValue", k.Name)
 			}
 			content := base + v
 			for _, line := range strings.SplitAfter(base, "\n") {
@@ -230,6 +230,8 @@ func otherValue(k Key) (string, bool) {
 		return k.Name + ": true\n", true
 	case KindInt:
 		return k.Name + ": 1234\n", true
+	case KindDuration:
+		return k.Name + ": 7s\n", true
 	}
 	if _, ok := examples[k.Name]; ok {
 		return strings.Replace(yamlEntry(k), "log: info\n", "", 1), true

@@ -93,6 +93,12 @@ func (ca *testCA) issue(t testing.TB, cn, org string) leaf {
 	} else {
 		tmpl.DNSNames = []string{cn}
 	}
+	return ca.sign(t, tmpl, key)
+}
+
+// sign issues tmpl for key, signed by ca (a nil ca: self-signed).
+func (ca *testCA) sign(t testing.TB, tmpl *x509.Certificate, key *ecdsa.PrivateKey) leaf {
+	t.Helper()
 	parent, signer := tmpl, any(key)
 	if ca != nil {
 		parent, signer = ca.cert, ca.key

@@ -115,7 +115,7 @@ func haproxyProgram(t *testing.T) string {
 	t.Helper()
 	prog, err := findProgram("")
 	if err != nil {
-		t.Skip("haproxy not installed (apt-get install haproxy): " + err.Error())
+		t.Fatal("haproxy not installed (apt-get install haproxy): " + err.Error())
 	}
 	return prog
 }
