@@ -387,10 +387,10 @@ func (u *Upstream) Run(ctx context.Context) error {
 		"addresses", u.cfg.Addresses)
 
 	pending := slices.Clone(u.cfg.Peers)
-	retry := time.NewTicker(10 * time.Second)
+	retry := time.NewTicker(3 * time.Second)
 	defer retry.Stop()
 	for {
-		pending = u.addPeers(ctx, srv, pending)
+		pending = append(u.addPeers(ctx, srv, pending), u.stuckPeers(ctx, srv)...)
 		select {
 		case <-ctx.Done():
 			u.mu.Lock()
@@ -477,6 +477,37 @@ func (u *Upstream) setPolicies(ctx context.Context, srv *server.BgpServer) error
 
 // addPeers configures peers and returns those that must wait (a password
 // secret not readable yet).
+// stuckIdle is how long a session may stay Idle: GoBGP leaves Idle after
+// its idle hold time (5 s at most with our timers) to dial again.
+const stuckIdle = 12 * time.Second
+
+// stuckPeers deletes the peers whose session has stayed Idle longer than
+// stuckIdle and returns them, to be added again. GoBGP can leave a session
+// Idle for good after a hold-timer expiry seen from both sides at once (an
+// edge thawed after a freeze), and an edge that never dials again never
+// serves again.
+func (u *Upstream) stuckPeers(ctx context.Context, srv *server.BgpServer) []UpstreamPeer {
+	u.mu.Lock()
+	var stuck []UpstreamPeer
+	for _, p := range u.cfg.Peers {
+		if s := u.sessions[p.Address]; s != nil && s.state == api.PeerState_IDLE && time.Since(s.since) > stuckIdle {
+			stuck = append(stuck, p)
+			delete(u.sessions, p.Address)
+		}
+	}
+	u.mu.Unlock()
+	var readd []UpstreamPeer
+	for _, p := range stuck {
+		u.log.Warn("upstream session stuck in Idle: adding the peer again", "peer", p.Address, "after", stuckIdle)
+		if err := srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
+			u.setProblem(p.Address, err.Error())
+			continue
+		}
+		readd = append(readd, p)
+	}
+	return readd
+}
+
 func (u *Upstream) addPeers(ctx context.Context, srv *server.BgpServer, peers []UpstreamPeer) []UpstreamPeer {
 	var wait []UpstreamPeer
 	for _, p := range peers {
