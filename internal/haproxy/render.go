@@ -23,16 +23,9 @@ import (
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
 
-// Timeouts used when model.Global leaves them unset.
-var defaultTimeouts = model.Global{
-	TimeoutConnect:       5 * time.Second,
-	TimeoutClient:        50 * time.Second,
-	TimeoutServer:        50 * time.Second,
-	TimeoutHTTPRequest:   5 * time.Second,
-	TimeoutHTTPKeepAlive: 60 * time.Second,
-	TimeoutQueue:         5 * time.Second,
-	TimeoutTunnel:        time.Hour,
-}
+// Timeouts used when model.Global leaves them unset: the settings table's
+// defaults, what the model gives when the ConfigMap sets none.
+var defaultTimeouts = model.DefaultGlobal()
 
 // renderer holds what the Options fix for the Driver's lifetime.
 type renderer struct {

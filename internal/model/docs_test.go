@@ -11,49 +11,10 @@ import (
 
 const annotationsDoc = "../../docs/annotations.md"
 
-// settingExamples are examples for settings whose entry in the table has no
-// Example of its own.
-var settingExamples = map[string]string{
-	"load-balance":            "leastconn",
-	"check":                   "false",
-	"check-interval":          "10s",
-	"forwarded-for":           "false",
-	"servers-increment":       "100",
-	"maxconn":                 "20000",
-	"nbthread":                "4",
-	"hard-stop-after":         "30m",
-	"ssl-redirect":            "true",
-	"timeout-client":          "30s",
-	"timeout-connect":         "2s",
-	"timeout-server":          "1m",
-	"timeout-http-request":    "10s",
-	"timeout-http-keep-alive": "30s",
-	"timeout-queue":           "10s",
-	"timeout-tunnel":          "2h",
-}
-
-// renderedDefaults are the defaults the HAProxy renderer applies to keys
-// the model leaves at zero; the table shows them as the defaults.
-var renderedDefaults = map[string]string{
-	"timeout-client": "50s", "timeout-connect": "5s", "timeout-server": "50s", "timeout-http-request": "5s",
-	"timeout-http-keep-alive": "1m", "timeout-queue": "5s", "timeout-tunnel": "1h",
-}
-
-func settingDefault(s Setting) string {
-	if s.Default != "" {
-		return s.Default
-	}
-	return renderedDefaults[s.Name]
-}
-
-// settingExample is the Example of s, else one from settingExamples, else
-// the default.
+// settingExample is the Example of s, else its default.
 func settingExample(s Setting) string {
-	switch {
-	case s.Example != "":
+	if s.Example != "" {
 		return s.Example
-	case settingExamples[s.Name] != "":
-		return settingExamples[s.Name]
 	}
 	return s.Default
 }
@@ -100,7 +61,7 @@ needs a reload (reload, hitless).
 			doc += " " + r
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n",
-			key, strings.ReplaceAll(s.Scopes.String(), ",", ", "), cell(s.Type), code(settingDefault(s)), code(settingExample(s)), applied, cell(doc))
+			key, strings.ReplaceAll(s.Scopes.String(), ",", ", "), cell(s.Type), code(s.Default), code(settingExample(s)), applied, cell(doc))
 	}
 	b.WriteString(annotationsNotes)
 	return b.String()

@@ -27,38 +27,35 @@ const (
 	MapCanaryWeight  = "canary-weight"
 )
 
-// TargetCanary settings are read by the canary step, per Ingress.
-const TargetCanary Target = 11
-
 // ReasonInvalidCanary is the Event reason for a canary that cannot apply.
 const ReasonInvalidCanary = "InvalidCanary"
 
 // MaxCanaryWeight is the weight that sends every request to the canary.
 const MaxCanaryWeight = 100
 
-func canaryValueSetting[T any](s Setting, p parser[T]) Setting {
-	s.Target = TargetCanary
-	s.Type = p.desc
-	s.Scopes = ScopeIngress
-	s.Prefixes = []string{ExtensionPrefix}
-	s.check = func(raw string) error { _, err := p.parse(raw); return err }
-	return s
-}
+// Handles of the canary settings.
+var (
+	canaryService     = newHandle(dnsLabelParser("Service name"))
+	canaryServicePort = newHandle(servicePortParser())
+	canaryWeight      = newHandle(intRange(0, MaxCanaryWeight))
+)
 
 func canarySettings() []Setting {
+	// Ingress scope only, under the extension prefix alone.
+	ext := []string{ExtensionPrefix}
 	return []Setting{
-		canaryValueSetting(Setting{
-			Name: "canary-service", Example: "web-canary",
+		canaryService.register(Setting{
+			Name: "canary-service", Example: "web-canary", Scopes: ScopeIngress, Prefixes: ext,
 			Doc: "Service of the Ingress namespace that gets canary-weight percent of the requests each rule of the Ingress routes. Adds a backend for that Service: a reload unless it exists already.",
-		}, dnsLabelParser("Service name")),
-		canaryValueSetting(Setting{
-			Name: "canary-service-port", Example: "8080",
+		}, TargetCanary),
+		canaryServicePort.register(Setting{
+			Name: "canary-service-port", Example: "8080", Scopes: ScopeIngress, Prefixes: ext,
 			Doc: "Port (number or name) of canary-service; default: the port each rule's backend names.",
-		}, servicePortParser()),
-		canaryValueSetting(Setting{
-			Name: "canary-weight", Default: "0", Example: "10", Runtime: true,
+		}, TargetCanary),
+		canaryWeight.register(Setting{
+			Name: "canary-weight", Default: "0", Example: "10", Runtime: true, Scopes: ScopeIngress, Prefixes: ext,
 			Doc: "Percentage (0..100) of the requests sent to canary-service instead of the rule's backend. Changes at run time.",
-		}, intRange(0, MaxCanaryWeight)),
+		}, TargetCanary),
 	}
 }
 
@@ -106,17 +103,13 @@ type canary struct {
 // no (valid) canary-service.
 func (b *builder) ingressCanary(ing *networkingv1.Ingress) (canary, bool) {
 	v := b.ingValues[ing]
-	svc, ok := v[settingIndex("canary-service")]
+	svc, ok := canaryService.get(v)
 	if !ok {
 		return canary{}, false
 	}
 	c := canary{ing: ing, service: svc}
-	if raw, ok := v[settingIndex("canary-service-port")]; ok {
-		c.port, _ = servicePortParser().parse(raw)
-	}
-	if raw, ok := v[settingIndex("canary-weight")]; ok {
-		c.weight, _ = intRange(0, MaxCanaryWeight).parse(raw)
-	}
+	c.port, _ = canaryServicePort.get(v)
+	c.weight, _ = canaryWeight.get(v)
 	return c, true
 }
 
@@ -132,9 +125,9 @@ func (c canary) same(o canary) bool {
 func (b *builder) canaries(ings []*networkingv1.Ingress) {
 	for _, ing := range ings {
 		v := b.ingValues[ing]
-		_, hasSvc := v[settingIndex("canary-service")]
-		_, hasPort := v[settingIndex("canary-service-port")]
-		_, hasWeight := v[settingIndex("canary-weight")]
+		_, hasSvc := canaryService.raw(v)
+		_, hasPort := canaryServicePort.raw(v)
+		_, hasWeight := canaryWeight.raw(v)
 		if !hasSvc && (hasPort || hasWeight) {
 			b.problem(ingressRef(ing), ReasonInvalidCanary, "%scanary-weight or %scanary-service-port without %scanary-service: ignored",
 				ExtensionPrefix, ExtensionPrefix, ExtensionPrefix)

@@ -201,3 +201,16 @@ func (b *builder) ingressValue(i int, st *backendState) (string, bool) {
 	}
 	return raw, winner != nil
 }
+
+// DefaultGlobal is Global with the defaults of the settings table: what
+// the model gives when the ConfigMap sets nothing.
+func DefaultGlobal() Global {
+	var g Global
+	for i := range settings {
+		s := &settings[i]
+		if s.Target == TargetGlobal && s.Default != "" {
+			s.setGlobal(&g, s.Default)
+		}
+	}
+	return g
+}

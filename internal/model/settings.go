@@ -38,6 +38,13 @@ type Target uint8
 const (
 	TargetGlobal  Target = iota + 1 // Desired.Global, from the ConfigMap
 	TargetBackend                   // every Backend, per Service port
+	// TargetTLS settings are read through their handle by the TLS step
+	// (certificates, client authentication, redirects), per Ingress where
+	// their scope allows.
+	TargetTLS
+	// TargetCanary settings are read through their handle by the canary
+	// step, per Ingress.
+	TargetCanary
 )
 
 func (t Target) String() string {
@@ -48,8 +55,59 @@ func (t Target) String() string {
 		return "backend"
 	case TargetTLS:
 		return "tls"
+	case TargetCanary:
+		return "canary"
 	}
 	return "unknown"
+}
+
+// handle reads one setting of the table with its own parser, so a step that
+// reads values itself (TLS, canary) names the setting by a Go identifier: a
+// misspelt name does not compile instead of silently reading nothing.
+type handle[T any] struct {
+	p parser[T]
+	// index is the setting's position in settings, set when the table is
+	// built; -1 until the handle is registered.
+	index int
+}
+
+func newHandle[T any](p parser[T]) *handle[T] {
+	return &handle[T]{p: p, index: -1}
+}
+
+// register binds h to s (with target t) and returns the table entry.
+func (h *handle[T]) register(s Setting, t Target) Setting {
+	s.Target = t
+	s.Type = h.p.desc
+	s.check = func(raw string) error { _, err := h.p.parse(raw); return err }
+	s.bind = &h.index
+	return s
+}
+
+// raw is the value v holds for the setting.
+func (h *handle[T]) raw(v values) (string, bool) {
+	if h.index < 0 {
+		return "", false
+	}
+	raw, ok := v[h.index]
+	return raw, ok
+}
+
+// get is the parsed value v holds for the setting; ok is false when v holds
+// none or it does not parse (a refused value kept to fail closed).
+func (h *handle[T]) get(v values) (T, bool) {
+	raw, ok := h.raw(v)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	x, err := h.p.parse(raw)
+	return x, err == nil
+}
+
+// setting is the table entry h is bound to.
+func (h *handle[T]) setting() *Setting {
+	return &settings[h.index]
 }
 
 // AnnotationPrefixes are the annotation prefixes accepted for every setting,
@@ -96,6 +154,8 @@ type Setting struct {
 	// annotations are the full annotation keys, prefix-major, built once so
 	// lookups do not allocate.
 	annotations []string
+	// bind, when set, receives the setting's index in the table (handle).
+	bind *int
 }
 
 // names are the ConfigMap keys for s, in lookup order.
@@ -146,57 +206,57 @@ const defaultServersIncrement = 42
 // settings is the one table of every key the model understands. A new
 // feature adds its entry here; docs are generated from Settings().
 var settings = func() []Setting {
-	timeout := func(name, doc string, set func(*Global, time.Duration)) Setting {
-		return globalSetting(Setting{Name: name, Scopes: ScopeConfigMap, Doc: doc}, durationParser(), set)
+	timeout := func(name, def, example, doc string, set func(*Global, time.Duration)) Setting {
+		return globalSetting(Setting{Name: name, Scopes: ScopeConfigMap, Default: def, Example: example, Doc: doc}, durationParser(), set)
 	}
 	list := []Setting{
 		// Backend settings.
 		backendSetting(Setting{
-			Name: "load-balance", Scopes: backendScopes, Default: "roundrobin",
+			Name: "load-balance", Scopes: backendScopes, Default: "roundrobin", Example: "leastconn",
 			Doc: "Load-balancing algorithm of the backend.",
 		}, balanceParser(), func(b *backendDraft, v string) { b.Balance = v }),
 		backendSetting(Setting{
-			Name: "check", Scopes: backendScopes, Default: "true",
+			Name: "check", Scopes: backendScopes, Default: "true", Example: "false",
 			Doc: "Enable TCP health checks of the backend's servers.",
 		}, boolParser(), func(b *backendDraft, v bool) { b.Check = v }),
 		backendSetting(Setting{
-			Name: "check-interval", Scopes: backendScopes,
+			Name: "check-interval", Scopes: backendScopes, Example: "10s",
 			Doc: "Interval between two health checks (HAProxy's default when unset).",
 		}, durationParser(), func(b *backendDraft, v time.Duration) { b.CheckInterval = v }),
 		backendSetting(Setting{
-			Name: "forwarded-for", Scopes: backendScopes, Default: "true",
+			Name: "forwarded-for", Scopes: backendScopes, Default: "true", Example: "false",
 			Doc: "Add the X-Forwarded-For header to requests sent to the backend: the client address HAProxy saw, replacing any the client sent unless --trust-forwarded-for.",
 		}, boolParser(), func(b *backendDraft, v bool) { b.ForwardedFor = v }),
 		backendSetting(Setting{
 			Name: "servers-increment", Aliases: []string{"scale-server-slots"}, Scopes: ScopeConfigMap,
-			Default: strconv.Itoa(defaultServersIncrement),
-			Doc:     "Server slots are allocated in blocks of this size, so endpoint changes rarely need a reload.",
+			Default: strconv.Itoa(defaultServersIncrement), Example: "100",
+			Doc: "Server slots are allocated in blocks of this size, so endpoint changes rarely need a reload.",
 		}, intRange(1, 1000), func(b *backendDraft, v int) { b.serversIncrement = v }),
 
 		// Global settings.
 		globalSetting(Setting{
-			Name: "maxconn", Scopes: ScopeConfigMap,
+			Name: "maxconn", Scopes: ScopeConfigMap, Example: "20000",
 			Doc: "Global maximum of concurrent connections.",
 		}, intRange(1, 10_000_000), func(g *Global, v int) { g.Maxconn = v }),
 		globalSetting(Setting{
-			Name: "nbthread", Scopes: ScopeConfigMap,
+			Name: "nbthread", Scopes: ScopeConfigMap, Example: "4",
 			Doc: "Number of HAProxy worker threads.",
 		}, intRange(1, 4096), func(g *Global, v int) { g.Nbthread = v }),
 		globalSetting(Setting{
-			Name: "hard-stop-after", Scopes: ScopeConfigMap, Default: "30m",
+			Name: "hard-stop-after", Scopes: ScopeConfigMap, Default: "30m", Example: "30m",
 			Doc: "Longest time an old worker may keep serving after a reload. Old workers held by long connections otherwise pile up when reloads are frequent; mworker-max-reloads bounds their number.",
 		}, durationParser(), func(g *Global, v time.Duration) { g.HardStopAfter = v }),
 		globalSetting(Setting{
 			Name: "mworker-max-reloads", Scopes: ScopeConfigMap, Default: "50", Example: "20",
 			Doc: "Reloads an old worker may survive before the master stops it, so frequent reloads while long connections hold old workers cannot pile them up.",
 		}, intRange(1, 1000), func(g *Global, v int) { g.MworkerMaxReloads = v }),
-		timeout("timeout-client", "Client inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutClient = v }),
-		timeout("timeout-connect", "Timeout to connect to a server.", func(g *Global, v time.Duration) { g.TimeoutConnect = v }),
-		timeout("timeout-server", "Server inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutServer = v }),
-		timeout("timeout-http-request", "Time to receive a whole HTTP request.", func(g *Global, v time.Duration) { g.TimeoutHTTPRequest = v }),
-		timeout("timeout-http-keep-alive", "Time to wait for a new request on a kept-alive connection.", func(g *Global, v time.Duration) { g.TimeoutHTTPKeepAlive = v }),
-		timeout("timeout-queue", "Time a request may wait in a queue for a server slot.", func(g *Global, v time.Duration) { g.TimeoutQueue = v }),
-		timeout("timeout-tunnel", "Inactivity timeout of tunnels (WebSocket, CONNECT).", func(g *Global, v time.Duration) { g.TimeoutTunnel = v }),
+		timeout("timeout-client", "50s", "30s", "Client inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutClient = v }),
+		timeout("timeout-connect", "5s", "2s", "Timeout to connect to a server.", func(g *Global, v time.Duration) { g.TimeoutConnect = v }),
+		timeout("timeout-server", "50s", "1m", "Server inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutServer = v }),
+		timeout("timeout-http-request", "5s", "10s", "Time to receive a whole HTTP request.", func(g *Global, v time.Duration) { g.TimeoutHTTPRequest = v }),
+		timeout("timeout-http-keep-alive", "1m", "30s", "Time to wait for a new request on a kept-alive connection.", func(g *Global, v time.Duration) { g.TimeoutHTTPKeepAlive = v }),
+		timeout("timeout-queue", "5s", "10s", "Time a request may wait in a queue for a server slot.", func(g *Global, v time.Duration) { g.TimeoutQueue = v }),
+		timeout("timeout-tunnel", "1h", "2h", "Inactivity timeout of tunnels (WebSocket, CONNECT).", func(g *Global, v time.Duration) { g.TimeoutTunnel = v }),
 	}
 	list = append(list, frontendFeatureSettings()...)
 	list = append(list, backendFeatureSettings()...)
@@ -204,6 +264,9 @@ var settings = func() []Setting {
 	list = append(list, canarySettings()...)
 	for i := range list {
 		s := &list[i]
+		if s.bind != nil {
+			*s.bind = i
+		}
 		if s.tenant == nil {
 			s.tenant = tenantRules[s.Name]
 		}
@@ -229,6 +292,7 @@ func Settings() []Setting {
 		out[i].Aliases = slices.Clone(out[i].Aliases)
 		out[i].annotations = slices.Clone(out[i].annotations)
 		out[i].Prefixes = slices.Clone(out[i].Prefixes)
+		out[i].bind = nil
 	}
 	return out
 }

@@ -225,7 +225,7 @@ func TestGlobalSettings(t *testing.T) {
 		t.Fatalf("global %+v problems %v\nwant %+v", d.Global, d.Problems, want)
 	}
 	d = Build(&Snapshot{ConfigMap: configMap("ssl-redirect=Enabled", "maxconn=0", "nbthread=two", "timeout-client=1.5s")}, Options{})
-	if !d.Global.SSLRedirect || d.Global.Maxconn != 0 || d.Global.Nbthread != 0 || d.Global.TimeoutClient != 0 {
+	if !d.Global.SSLRedirect || d.Global.Maxconn != 0 || d.Global.Nbthread != 0 || d.Global.TimeoutClient != DefaultGlobal().TimeoutClient {
 		t.Fatalf("global %+v", d.Global)
 	}
 	if len(d.Problems) != 3 {
@@ -291,4 +291,28 @@ func TestParsers(t *testing.T) {
 		{"hdr()", false, nil}, {"hdr(Host", false, nil}, {"hdr(a b)", false, nil}, {"hdr(a)x", false, nil},
 		{"hdr(a\n)", false, nil}, {"url_param(x)", false, nil}, {"roundrobin\nserver x", false, nil}, {"RoundRobin", false, nil},
 	})
+}
+
+// TestHandlesRegistered checks that every handle is bound to the table
+// entry of its key, so reading through it reads that key.
+func TestHandlesRegistered(t *testing.T) {
+	for name, index := range map[string]int{
+		"ssl-redirect": sslRedirect.index, "ssl-redirect-code": sslRedirectCode.index,
+		"ssl-redirect-port": sslRedirectPort.index, "ssl-certificate": sslCertificate.index,
+		"client-ca": clientCA.index, "canary-service": canaryService.index,
+		"canary-service-port": canaryServicePort.index, "canary-weight": canaryWeight.index,
+	} {
+		if index < 0 || settings[index].Name != name {
+			t.Errorf("handle of %s is bound to index %d", name, index)
+		}
+	}
+}
+
+// TestTargetNames checks that every target a setting uses has a name.
+func TestTargetNames(t *testing.T) {
+	for _, s := range Settings() {
+		if s.Target.String() == "unknown" {
+			t.Errorf("%s: target %d has no name", s.Name, s.Target)
+		}
+	}
 }

@@ -542,10 +542,10 @@ func (b *builder) refusedTLSSecrets() {
 	if c := b.s.ConfigMap; c != nil {
 		cm = ObjectRef{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}
 	}
-	for _, key := range []string{"ssl-certificate", "client-ca"} {
-		if raw, ok := b.cmValues[settingIndex(key)]; ok {
+	for _, h := range []*handle[string]{sslCertificate, clientCA} {
+		if raw, ok := h.raw(b.cmValues); ok {
 			k := secretKey(raw, "")
-			report(cm, k.ns+"/"+k.name, key, "it is not used")
+			report(cm, k.ns+"/"+k.name, h.setting().Name, "it is not used")
 		}
 	}
 	if f := b.o.DefaultSSLCertificate; f != "" {

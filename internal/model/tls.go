@@ -120,42 +120,39 @@ const (
 	DefaultCiphersuites = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 )
 
-// TargetTLS settings are read by the TLS step (certificates, client
-// authentication, redirects), per Ingress where their scope allows.
-const TargetTLS Target = 10
-
-// tlsValueSetting registers a setting whose value the TLS step reads.
-func tlsValueSetting[T any](s Setting, p parser[T]) Setting {
-	s.Target = TargetTLS
-	s.Type = p.desc
-	s.check = func(raw string) error { _, err := p.parse(raw); return err }
-	return s
-}
+// Handles of the settings the TLS step reads itself.
+var (
+	sslRedirect     = newHandle(boolParser())
+	sslRedirectCode = newHandle(enumParser("301", "302", "303", "307", "308"))
+	sslRedirectPort = newHandle(intRange(1, 65535))
+	sslCertificate  = newHandle(secretRefParser())
+	clientCA        = newHandle(secretRefParser())
+)
 
 // tlsSettings are the TLS entries of the settings table.
 func tlsSettings() []Setting {
 	const ingScopes = ScopeConfigMap | ScopeIngress
 	return []Setting{
-		tlsValueSetting(Setting{
+		sslRedirect.register(Setting{
 			Name: "ssl-redirect", Example: "true", Runtime: true, Scopes: ingScopes,
 			Doc: "Redirect plain-HTTP requests to HTTPS. Default: on for the hosts of Ingresses with spec.tls, off otherwise.",
-		}, boolParser()),
-		tlsValueSetting(Setting{
+		}, TargetTLS),
+		sslRedirectCode.register(Setting{
 			Name: "ssl-redirect-code", Example: "301", Runtime: true, Scopes: ingScopes, Default: "302",
 			Doc: "Status code of the HTTPS redirect.",
-		}, enumParser("301", "302", "303", "307", "308")),
-		tlsValueSetting(Setting{
+		}, TargetTLS),
+		sslRedirectPort.register(Setting{
 			Name: "ssl-redirect-port", Example: "8443", Runtime: true, Scopes: ingScopes,
 			Doc: "Port of the HTTPS redirect's target (default: none, i.e. 443).",
-		}, intRange(1, 65535)),
-		tlsValueSetting(Setting{
+		}, TargetTLS),
+		sslCertificate.register(Setting{
 			Name: "ssl-certificate", Example: "ingress/default-cert", Runtime: true, Scopes: ScopeConfigMap,
 			Doc: "Secret (kubernetes.io/tls) served to clients whose SNI matches no Ingress; overrides --default-ssl-certificate.",
-		}, tlsSecretParser()),
-		tlsValueSetting(Setting{
+		}, TargetTLS),
+		clientCA.register(Setting{
 			Name: "client-ca", Example: "ingress/client-ca", Scopes: ScopeConfigMap,
 			Doc: "Secret whose ca.crt (else tls.crt) verifies client certificates at the https frontend.",
-		}, tlsSecretParser()),
+		}, TargetTLS),
 		globalSetting(Setting{
 			Name: "client-crt-optional", Example: "true", Scopes: ScopeConfigMap,
 			Doc: "With client-ca: let clients without a certificate in (verify optional) instead of refusing them.",
@@ -183,37 +180,15 @@ func tlsSettings() []Setting {
 		backendSetting(Setting{
 			Name: "server-ca", Example: "pod-ca", Scopes: backendScopes,
 			Doc: "Secret (NAME or NAMESPACE/NAME; ca.crt, else tls.crt) whose CAs verify the servers' certificates; implies server-ssl.",
-		}, tlsSecretParser(), func(b *backendDraft, v string) { b.TLS.CASecret = v }),
+		}, secretRefParser(), func(b *backendDraft, v string) { b.TLS.CASecret = v }),
 		backendSetting(Setting{
 			Name: "server-crt", Example: "pod-client-cert", Scopes: backendScopes,
 			Doc: "Secret (kubernetes.io/tls, NAME or NAMESPACE/NAME) presented to the servers as client certificate; implies server-ssl.",
-		}, tlsSecretParser(), func(b *backendDraft, v string) { b.TLS.CertSecret = v }),
+		}, secretRefParser(), func(b *backendDraft, v string) { b.TLS.CertSecret = v }),
 		backendSetting(Setting{
 			Name: "server-proto", Example: "h2", Scopes: backendScopes,
 			Doc: "Protocol spoken to the servers: h2 (ALPN h2 over TLS, cleartext HTTP/2 otherwise).",
 		}, enumParser("h2"), func(b *backendDraft, v string) { b.TLS.Proto = v }),
-	}
-}
-
-// tlsSecretParser accepts NAME or NAMESPACE/NAME (DNS names).
-func tlsSecretParser() parser[string] {
-	return parser[string]{
-		desc: "Secret NAME or NAMESPACE/NAME",
-		parse: func(s string) (string, error) {
-			ns, name, found := strings.Cut(s, "/")
-			if !found {
-				ns, name = "", s
-			}
-			if found {
-				if err := checkDNSLabel(ns); err != nil {
-					return "", fmt.Errorf("namespace: %w", err)
-				}
-			}
-			if err := checkDNSName(name); err != nil {
-				return "", fmt.Errorf("name: %w", err)
-			}
-			return s, nil
-		},
 	}
 }
 
@@ -244,15 +219,6 @@ func cipherParser() parser[string] {
 			return s, nil
 		},
 	}
-}
-
-func settingIndex(name string) int {
-	for i := range settings {
-		if settings[i].Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // tlsBuilder resolves Secrets once per Build.
@@ -289,8 +255,8 @@ func (b *builder) buildTLS(ings []*networkingv1.Ingress) {
 	for p := range b.s.RefusedSecrets {
 		t.pending[p] = true
 	}
-	if raw, ok := b.cmValues[settingIndex("ssl-redirect")]; ok {
-		b.d.Global.SSLRedirect, _ = parseBool(raw)
+	if on, ok := sslRedirect.get(b.cmValues); ok {
+		b.d.Global.SSLRedirect = on
 	}
 	t.defaultCertificate()
 	t.ingressCertificates(ings)
@@ -525,7 +491,7 @@ func (t *tlsBuilder) loadCA(k nsName) (*PEMFile, certResult) {
 func (t *tlsBuilder) defaultCertificate() {
 	b := t.b
 	ref, from := "", ""
-	if raw, ok := b.cmValues[settingIndex("ssl-certificate")]; ok {
+	if raw, ok := sslCertificate.raw(b.cmValues); ok {
 		ref, from = raw, "ConfigMap ssl-certificate"
 	} else if b.o.DefaultSSLCertificate != "" {
 		ref, from = b.o.DefaultSSLCertificate, "--default-ssl-certificate"
@@ -699,18 +665,15 @@ func (t *tlsBuilder) ingressCertificates(ings []*networkingv1.Ingress) {
 // rules for the host were refused, or that is merely older, does not.
 func (t *tlsBuilder) redirects(ings []*networkingv1.Ingress) {
 	b := t.b
-	iRedirect, iCode, iPort := settingIndex("ssl-redirect"), settingIndex("ssl-redirect-code"), settingIndex("ssl-redirect-port")
-	value := func(ing *networkingv1.Ingress, i int) (string, bool) {
-		if v, ok := b.ingValues[ing][i]; ok {
+	// value is the Ingress's value, else the ConfigMap's, else the default.
+	value := func(ing *networkingv1.Ingress, h interface{ raw(values) (string, bool) }, def string) (string, bool) {
+		if v, ok := h.raw(b.ingValues[ing]); ok {
 			return v, true
 		}
-		if v, ok := b.cmValues[i]; ok {
+		if v, ok := h.raw(b.cmValues); ok {
 			return v, true
 		}
-		if d := settings[i].Default; d != "" {
-			return d, true
-		}
-		return "", false
+		return def, def != ""
 	}
 	hostOwner, _ := t.hostOwners(ings)
 	out := map[string]string{}
@@ -719,14 +682,14 @@ func (t *tlsBuilder) redirects(ings []*networkingv1.Ingress) {
 			continue
 		}
 		on := len(ing.Spec.TLS) > 0
-		if raw, ok := value(ing, iRedirect); ok {
+		if raw, ok := value(ing, sslRedirect, sslRedirect.setting().Default); ok {
 			on, _ = parseBool(raw)
 		}
 		if !on {
 			continue
 		}
-		target, _ := value(ing, iCode)
-		if port, ok := value(ing, iPort); ok {
+		target, _ := value(ing, sslRedirectCode, sslRedirectCode.setting().Default)
+		if port, ok := value(ing, sslRedirectPort, sslRedirectPort.setting().Default); ok {
 			target += ":" + port
 		}
 		out[h] = target
@@ -735,7 +698,7 @@ func (t *tlsBuilder) redirects(ings []*networkingv1.Ingress) {
 }
 
 func (t *tlsBuilder) clientCA() {
-	raw, ok := t.b.cmValues[settingIndex("client-ca")]
+	raw, ok := clientCA.raw(t.b.cmValues)
 	if !ok {
 		return
 	}

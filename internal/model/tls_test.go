@@ -40,9 +40,9 @@ func TestTLSParsers(t *testing.T) {
 		{cipherParser(), "!aNULL", false},
 		{alpnParser(), "h2,http/1.1", true},
 		{alpnParser(), "h2 http/1.1", false},
-		{tlsSecretParser(), "ns/name", true},
-		{tlsSecretParser(), "name", true},
-		{tlsSecretParser(), "a/b/c", false},
+		{secretRefParser(), "ns/name", true},
+		{secretRefParser(), "name", true},
+		{secretRefParser(), "a/b/c", false},
 	} {
 		if _, err := c.p.parse(c.in); (err == nil) != c.okay {
 			t.Errorf("%q: err %v, want ok=%t", c.in, err, c.okay)
