@@ -56,6 +56,9 @@ func checkedFeatures(f model.BackendFeatures, reject func(format string, args ..
 	if f.TimeoutCheck < 0 {
 		f.TimeoutCheck = 0
 	}
+	if f.TimeoutServer < 0 {
+		f.TimeoutServer = 0
+	}
 	if f.PodMaxconn < 0 {
 		f.PodMaxconn = 0
 	}
@@ -166,6 +169,9 @@ func (r renderer) backendFeatures(w *cfgWriter, b *backend) {
 	}
 	if f.CheckHTTP.Path != "" {
 		w.set(sec, name, "option httpchk", &types.OptionHttpchk{Method: f.CheckHTTP.Method, URI: f.CheckHTTP.Path})
+	}
+	if f.TimeoutServer > 0 {
+		w.set(sec, name, "timeout server", &types.SimpleTimeout{Value: haproxyDuration(f.TimeoutServer)})
 	}
 	if f.TimeoutCheck > 0 {
 		w.set(sec, name, "timeout check", &types.SimpleTimeout{Value: haproxyDuration(f.TimeoutCheck)})

@@ -28,7 +28,7 @@ func featuresDesired() *model.Desired {
 		Backends: []*model.Backend{
 			be("ns_health_80", model.BackendFeatures{
 				CheckHTTP: model.HTTPCheck{Method: "HEAD", Path: "/healthz"}, TimeoutCheck: time.Second,
-				PodMaxconn: 50, AbortOnClose: true, Cookie: "SRV", SendProxy: "send-proxy-v2",
+				TimeoutServer: 30 * time.Second, PodMaxconn: 50, AbortOnClose: true, Cookie: "SRV", SendProxy: "send-proxy-v2",
 			}),
 			be("ns_access_80", model.BackendFeatures{
 				SrcIPHeader: "X-Real-IP", AllowList: model.CIDRList(strings.Join(many, " ")), DenyList: "2001:db8::/32",
@@ -58,6 +58,7 @@ func TestRenderBackendFeatures(t *testing.T) {
 	haproxyCheck(t, cfg, map[string]string{model.MapExact: "", model.MapPrefix: ""})
 	for _, want := range []string{
 		"option httpchk HEAD /healthz",
+		"timeout server 30s",
 		"default-server check inter 2s maxconn 50 send-proxy-v2",
 		"cookie SRV dynamic indirect nocache insert",
 		"http-request set-src hdr(X-Real-IP)",

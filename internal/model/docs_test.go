@@ -36,6 +36,12 @@ backend that sets a valid value), then ConfigMap, then the default. An invalid v
 is reported as an Event naming the object, the key, the value and why; the next scope
 or the default applies instead.
 
+An annotation under ` + "`haproxy.org/`, `haproxy.com/` or `" + ExtensionPrefix + "`" + ` that is no key below gets an
+UnknownAnnotation Warning Event, and one set on an object its scope does not list (e.g. a
+ConfigMap-only key on an Ingress) an AnnotationScope Event; the object is otherwise served
+as usual. ` + "`" + LegacyPrefix + "`" + ` is shared with other controllers: a value under it that is not valid
+for the key is taken as theirs (ForeignAnnotation Event), ignored, and never fails closed.
+
 "Applied" says whether a change goes out through HAProxy's Runtime API (runtime) or
 needs a reload (reload, hitless).
 

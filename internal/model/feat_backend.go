@@ -23,6 +23,9 @@ type BackendFeatures struct {
 
 	CheckHTTP    HTTPCheck
 	TimeoutCheck time.Duration
+	// TimeoutServer overrides the defaults section's timeout server for
+	// this backend (an Ingress or Service timeout-server); 0 = none.
+	TimeoutServer time.Duration
 	// PodMaxconn is the maxconn of each server (pod-maxconn); 0 = none.
 	PodMaxconn   int
 	AbortOnClose bool
@@ -620,6 +623,9 @@ func dumpBackendFeatures(w *strings.Builder, b *Backend) {
 	}
 	if f.CheckHTTP.Path != "" {
 		line("check-http %s %s", f.CheckHTTP.Method, f.CheckHTTP.Path)
+	}
+	if f.TimeoutServer > 0 {
+		line("timeout-server %s", dur(f.TimeoutServer))
 	}
 	if f.TimeoutCheck > 0 {
 		line("timeout-check %s", dur(f.TimeoutCheck))

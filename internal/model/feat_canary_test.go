@@ -50,8 +50,9 @@ func TestCanary(t *testing.T) {
 			weight:  map[string]string{"ns_web_80": "0"},
 		},
 		{
-			name: "other prefixes are not ours",
-			ings: []*networkingv1.Ingress{webIngress("a", 0, "haproxy.org/canary-service=web-canary", "haproxy.org/canary-weight=10")},
+			name:     "other prefixes are not read, and are reported",
+			ings:     []*networkingv1.Ingress{webIngress("a", 0, "haproxy.org/canary-service=web-canary", "haproxy.org/canary-weight=10")},
+			problems: []string{"Ingress ns/a UnknownAnnotation"},
 		},
 		{
 			name:     "invalid weight falls back to 0",

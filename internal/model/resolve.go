@@ -75,7 +75,8 @@ func fallbackNote(s *Setting, scope Scope) string {
 func quote(s string) string { return `"` + s + `"` }
 
 // annotationValues reads the settings an object sets by annotation in the
-// given scope, reporting invalid values on the object.
+// given scope, reporting invalid values, and keys of ours that are unknown
+// or have no effect in this scope, on the object.
 func (b *builder) annotationValues(ref ObjectRef, ann map[string]string, scope Scope) values {
 	if !hasOurPrefix(ann) {
 		return nil
@@ -93,6 +94,15 @@ func (b *builder) annotationValues(ref ObjectRef, ann map[string]string, scope S
 			}
 			raw = strings.TrimSpace(raw)
 			err := s.check(raw)
+			if err != nil && strings.HasPrefix(key, LegacyPrefix) {
+				// Other controllers (ingress-nginx before 0.9, haproxy-ingress)
+				// read this prefix too, with other values for the same names:
+				// a value that is not ours is theirs, and must not make this
+				// one fail closed.
+				b.problem(ref, ReasonForeignAnnotation, "annotation %s=%q is not a valid %s value here (%v): taken as another controller's annotation and ignored; use %s%s for this controller",
+					key, raw, s.Name, err, AnnotationPrefixes[0], s.Name)
+				continue
+			}
 			if err != nil {
 				b.problem(ref, ReasonInvalidAnnotation, "annotation %s=%q: %v; %s", key, raw, err, fallbackNote(s, scope))
 			} else if s.tenant != nil {
@@ -110,7 +120,57 @@ func (b *builder) annotationValues(ref ObjectRef, ann map[string]string, scope S
 			break
 		}
 	}
+	b.strayAnnotations(ref, ann, scope)
 	return v
+}
+
+// strayAnnotations reports the annotations under one of our own prefixes
+// that no setting reads in scope: a misspelt key or one set on the wrong
+// kind of object would otherwise be ignored without a word. The legacy
+// prefix is shared with other controllers, so its unknown keys are theirs.
+func (b *builder) strayAnnotations(ref ObjectRef, ann map[string]string, scope Scope) {
+	for key := range ann {
+		prefix, name := ownPrefix(key)
+		if prefix == "" || scope == ScopeIngress && name == "ingress.class" && prefix != ExtensionPrefix {
+			continue
+		}
+		i, known := annotationKeys[key]
+		switch {
+		case !known && settingNames[name] != nil:
+			s := settingNames[name]
+			b.problem(ref, ReasonUnknownAnnotation, "annotation %s: %s takes the prefix %s; ignored", key, name, strings.Join(settingPrefixes(s), " or "))
+		case !known:
+			b.problem(ref, ReasonUnknownAnnotation, "annotation %s is not a key of this controller; ignored", key)
+		case settings[i].Scopes&scope == 0:
+			s := &settings[i]
+			b.problem(ref, ReasonAnnotationScope, "annotation %s has no effect on %s: %s is read from the %s only; ignored",
+				key, kindArticle(ref.Kind), s.Name, strings.ReplaceAll(s.Scopes.String(), ",", " or "))
+		}
+	}
+}
+
+// ownPrefix splits key when it starts with one of the prefixes only this
+// controller reads.
+func ownPrefix(key string) (prefix, name string) {
+	for _, p := range AnnotationPrefixes {
+		if p != LegacyPrefix && strings.HasPrefix(key, p) {
+			return p, key[len(p):]
+		}
+	}
+	if strings.HasPrefix(key, ExtensionPrefix) {
+		return ExtensionPrefix, key[len(ExtensionPrefix):]
+	}
+	return "", ""
+}
+
+func kindArticle(kind string) string {
+	switch kind {
+	case "Ingress":
+		return "an Ingress"
+	case "":
+		return "this object"
+	}
+	return "a " + kind
 }
 
 // hasOurPrefix is a fast path: most objects carry no annotation of ours.
@@ -149,7 +209,9 @@ func (b *builder) serviceSettings(svc *corev1.Service) values {
 
 // applyBackendSettings resolves every backend setting by scope: Service,
 // then the oldest Ingress that sets a valid value, then the ConfigMap, then
-// the default.
+// the default. A global setting that an Ingress or a Service may override
+// for its backend takes only those scopes here: its ConfigMap value and
+// default are the defaults section's.
 func (b *builder) applyBackendSettings(d *backendDraft, st *backendState, svc *corev1.Service) {
 	var svcVals values
 	if svc != nil {
@@ -157,7 +219,7 @@ func (b *builder) applyBackendSettings(d *backendDraft, st *backendState, svc *c
 	}
 	for i := range settings {
 		s := &settings[i]
-		if s.Target != TargetBackend {
+		if s.setBackend == nil {
 			continue
 		}
 		raw, ok := "", false
@@ -167,10 +229,10 @@ func (b *builder) applyBackendSettings(d *backendDraft, st *backendState, svc *c
 		if !ok && s.Scopes&ScopeIngress != 0 {
 			raw, ok = b.ingressValue(i, st)
 		}
-		if !ok {
+		if !ok && s.Target == TargetBackend {
 			raw, ok = b.cmValues[i]
 		}
-		if !ok {
+		if !ok && s.Target == TargetBackend {
 			raw, ok = s.Default, s.Default != ""
 		}
 		if ok {

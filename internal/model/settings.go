@@ -112,7 +112,26 @@ func (h *handle[T]) setting() *Setting {
 
 // AnnotationPrefixes are the annotation prefixes accepted for every setting,
 // in the order they are looked up when an object carries several.
-var AnnotationPrefixes = []string{"haproxy.org/", "ingress.kubernetes.io/", "haproxy.com/"}
+var AnnotationPrefixes = []string{"haproxy.org/", LegacyPrefix, "haproxy.com/"}
+
+// LegacyPrefix is the HAProxy Kubernetes Ingress Controller's oldest
+// prefix, which other controllers read too: a value under it counts only
+// when it is valid for the key, and keys unknown under it are not ours to
+// report.
+const LegacyPrefix = "ingress.kubernetes.io/"
+
+// Reasons of annotations no setting reads.
+const (
+	// ReasonUnknownAnnotation: a key under one of our own prefixes that
+	// is no setting (or takes another prefix).
+	ReasonUnknownAnnotation = "UnknownAnnotation"
+	// ReasonAnnotationScope: a setting annotated on a kind of object it
+	// is not read from.
+	ReasonAnnotationScope = "AnnotationScope"
+	// ReasonForeignAnnotation: a value under LegacyPrefix that is not
+	// valid for the key, taken as another controller's.
+	ReasonForeignAnnotation = "ForeignAnnotation"
+)
 
 // ExtensionPrefix is the one prefix of the settings the HAProxy Kubernetes
 // Ingress Controller lacks (Setting.Prefixes), so they never collide with
@@ -184,6 +203,18 @@ func backendSetting[T any](s Setting, p parser[T], set func(*backendDraft, T)) S
 	return s
 }
 
+// perBackend lets an Ingress or a Service override a global setting for
+// its backend: the ConfigMap value and the default stay in the defaults
+// section, an annotation sets the backend's own.
+func perBackend[T any](s Setting, p parser[T], set func(*backendDraft, T)) Setting {
+	s.setBackend = func(b *backendDraft, raw string) {
+		if v, err := p.parse(raw); err == nil {
+			set(b, v)
+		}
+	}
+	return s
+}
+
 // globalSetting binds a parser to a Global field.
 func globalSetting[T any](s Setting, p parser[T], set func(*Global, T)) Setting {
 	s.Target = TargetGlobal
@@ -209,6 +240,13 @@ var settings = func() []Setting {
 	timeout := func(name, def, example, doc string, set func(*Global, time.Duration)) Setting {
 		return globalSetting(Setting{Name: name, Scopes: ScopeConfigMap, Default: def, Example: example, Doc: doc}, durationParser(), set)
 	}
+	// backendTimeout is a timeout an Ingress or a Service may set for its
+	// backend, as the HAProxy Kubernetes Ingress Controller allows.
+	backendTimeout := func(name, def, example, doc string, set func(*Global, time.Duration), setBackend func(*backendDraft, time.Duration)) Setting {
+		s := timeout(name, def, example, doc, set)
+		s.Scopes = backendScopes
+		return perBackend(s, durationParser(), setBackend)
+	}
 	list := []Setting{
 		// Backend settings.
 		backendSetting(Setting{
@@ -228,7 +266,7 @@ var settings = func() []Setting {
 			Doc: "Add the X-Forwarded-For header to requests sent to the backend: the client address HAProxy saw, replacing any the client sent unless --trust-forwarded-for.",
 		}, boolParser(), func(b *backendDraft, v bool) { b.ForwardedFor = v }),
 		backendSetting(Setting{
-			Name: "servers-increment", Aliases: []string{"scale-server-slots"}, Scopes: ScopeConfigMap,
+			Name: "servers-increment", Aliases: []string{"scale-server-slots", "server-slots"}, Scopes: ScopeConfigMap | ScopeService,
 			Default: strconv.Itoa(defaultServersIncrement), Example: "100",
 			Doc: "Server slots are allocated in blocks of this size, so endpoint changes rarely need a reload.",
 		}, intRange(1, 1000), func(b *backendDraft, v int) { b.serversIncrement = v }),
@@ -252,7 +290,8 @@ var settings = func() []Setting {
 		}, intRange(1, 1000), func(g *Global, v int) { g.MworkerMaxReloads = v }),
 		timeout("timeout-client", "50s", "30s", "Client inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutClient = v }),
 		timeout("timeout-connect", "5s", "2s", "Timeout to connect to a server.", func(g *Global, v time.Duration) { g.TimeoutConnect = v }),
-		timeout("timeout-server", "50s", "1m", "Server inactivity timeout.", func(g *Global, v time.Duration) { g.TimeoutServer = v }),
+		backendTimeout("timeout-server", "50s", "1m", "Server inactivity timeout. On an Ingress or a Service: the timeout of its backends.",
+			func(g *Global, v time.Duration) { g.TimeoutServer = v }, func(b *backendDraft, v time.Duration) { b.Features.TimeoutServer = v }),
 		timeout("timeout-http-request", "5s", "10s", "Time to receive a whole HTTP request.", func(g *Global, v time.Duration) { g.TimeoutHTTPRequest = v }),
 		timeout("timeout-http-keep-alive", "1m", "30s", "Time to wait for a new request on a kept-alive connection.", func(g *Global, v time.Duration) { g.TimeoutHTTPKeepAlive = v }),
 		timeout("timeout-queue", "5s", "10s", "Time a request may wait in a queue for a server slot.", func(g *Global, v time.Duration) { g.TimeoutQueue = v }),
@@ -270,11 +309,7 @@ var settings = func() []Setting {
 		if s.tenant == nil {
 			s.tenant = tenantRules[s.Name]
 		}
-		prefixes := AnnotationPrefixes
-		if s.Prefixes != nil {
-			prefixes = s.Prefixes
-		}
-		for _, p := range prefixes {
+		for _, p := range settingPrefixes(s) {
 			for _, n := range s.names() {
 				s.annotations = append(s.annotations, p+n)
 			}
@@ -282,6 +317,29 @@ var settings = func() []Setting {
 	}
 	return list
 }()
+
+// annotationKeys are the settings by every annotation key, whatever their
+// scope; settingNames by ConfigMap key (names and aliases).
+var annotationKeys, settingNames = func() (map[string]int, map[string]*Setting) {
+	keys, names := map[string]int{}, map[string]*Setting{}
+	for i := range settings {
+		for _, a := range settings[i].annotations {
+			keys[a] = i
+		}
+		for _, n := range settings[i].names() {
+			names[n] = &settings[i]
+		}
+	}
+	return keys, names
+}()
+
+// settingPrefixes are the annotation prefixes s takes.
+func settingPrefixes(s *Setting) []string {
+	if s.Prefixes != nil {
+		return s.Prefixes
+	}
+	return AnnotationPrefixes
+}
 
 // Settings returns a copy of the settings table, for documentation and
 // `perimeter explain`.

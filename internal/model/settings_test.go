@@ -28,8 +28,10 @@ func TestSettingsTable(t *testing.T) {
 				t.Errorf("%s: backend setting without setter", s.Name)
 			}
 		case TargetGlobal:
-			if s.setGlobal == nil || s.Scopes != ScopeConfigMap {
-				t.Errorf("%s: global settings come from the ConfigMap only", s.Name)
+			// An Ingress or a Service may override a global setting only
+			// for its own backend.
+			if s.setGlobal == nil || s.Scopes&ScopeConfigMap == 0 || s.Scopes != ScopeConfigMap && s.setBackend == nil {
+				t.Errorf("%s: global settings come from the ConfigMap, or set the backend from an annotation", s.Name)
 			}
 		case TargetTLS:
 			if s.check == nil {
@@ -163,9 +165,10 @@ func TestBackendSettingScopes(t *testing.T) {
 			balance: "first", check: true, ff: true,
 		},
 		{
-			name:    "ConfigMap-only key on an Ingress is ignored",
+			name:    "ConfigMap-only key on an Ingress is ignored, and reported",
 			ings:    []*networkingv1.Ingress{webIngress("a", 0, "haproxy.org/servers-increment=5")},
 			balance: "roundrobin", check: true, ff: true,
+			problems: []string{"Ingress ns/a AnnotationScope"},
 		},
 	}
 	for _, tt := range tests {
