@@ -50,6 +50,8 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.secretRefs(ings)
 	b.buildMaps()
 	b.finishBackends()
+	// TCP-service backends need their server-ca and server-crt resolved too.
+	b.tcpServices()
 	b.buildTLS(ings)
 	b.features()
 	b.finish()

@@ -170,12 +170,11 @@ func parseSyslogLine(line string) (SyslogServer, error) {
 }
 
 // features finishes what the frontend-feature settings need beyond one
-// value: the snippet switch, error pages and TCP services. It runs after
-// the backends are finished.
+// value: the snippet switch and error pages. It runs after the backends,
+// TCP-service ones included, are finished.
 func (b *builder) features() {
 	b.snippetSwitch()
 	b.errorPages()
-	b.tcpServices()
 	b.refusedTLSSecrets()
 }
 

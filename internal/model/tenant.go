@@ -514,16 +514,17 @@ func (b *builder) refusedTLSSecrets() {
 		}
 	}
 	for _, be := range b.d.Backends {
-		st := b.backends[be.Name]
-		if st == nil {
-			continue
-		}
 		var objs []ObjectRef
-		for _, ing := range st.users {
-			objs = append(objs, ingressRef(ing))
-		}
-		if st.fromFlag {
-			objs = append(objs, serviceRef(st.namespace, st.service))
+		if st := b.backends[be.Name]; st != nil {
+			for _, ing := range st.users {
+				objs = append(objs, ingressRef(ing))
+			}
+			if st.fromFlag {
+				objs = append(objs, serviceRef(st.namespace, st.service))
+			}
+		} else {
+			// A TCP service: only its Service sets its TLS.
+			objs = append(objs, serviceRef(be.Namespace, be.Service))
 		}
 		for _, x := range []struct{ setting, ref, fallback string }{
 			{"server-ca", be.TLS.CASecret, "backend " + be.Name + " gets no servers"},

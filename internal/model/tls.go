@@ -731,9 +731,7 @@ func (t *tlsBuilder) backends() {
 			k := secretKey(bt.CASecret, be.Namespace)
 			ca, r := t.loadCA(k)
 			if r.err != nil {
-				if st != nil {
-					t.reportUsers(st, k, r, "backend "+be.Name+" cannot verify its servers and gets no servers until it is fixed")
-				}
+				t.reportUsers(be, st, k, r, "backend "+be.Name+" cannot verify its servers and gets no servers until it is fixed")
 				// Fail closed: no server rather than an unverified one.
 				be.Endpoints = nil
 				be.endpointsFrom.failClosed = true
@@ -745,9 +743,7 @@ func (t *tlsBuilder) backends() {
 			k := secretKey(bt.CertSecret, be.Namespace)
 			r := t.loadCert(k)
 			if r.err != nil {
-				if st != nil {
-					t.reportUsers(st, k, r, "backend "+be.Name+" connects without a client certificate")
-				}
+				t.reportUsers(be, st, k, r, "backend "+be.Name+" connects without a client certificate")
 				continue
 			}
 			c := *r.cert
@@ -758,13 +754,19 @@ func (t *tlsBuilder) backends() {
 	}
 }
 
-func (t *tlsBuilder) reportUsers(st *backendState, k nsName, r certResult, fallback string) {
+// reportUsers reports a backend's Secret problem to the Ingresses routing
+// to it, or to its Service when no Ingress does (a TCP service).
+func (t *tlsBuilder) reportUsers(be *Backend, st *backendState, k nsName, r certResult, fallback string) {
 	if r.missing && t.pending[k.ns+"/"+k.name] {
 		return
 	}
 	reason := ReasonInvalidSecret
 	if r.missing {
 		reason = ReasonSecretNotFound
+	}
+	if st == nil {
+		t.b.problem(serviceRef(be.Namespace, be.Service), reason, "%v; %s", r.err, fallback)
+		return
 	}
 	t.b.userProblem(st, reason, "%v; %s", r.err, fallback)
 }
