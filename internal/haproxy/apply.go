@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,34 +40,32 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 	}
 	res := Result{Quarantined: problems}
 	cur := d.cur
-	known := cur != nil
-	if !known {
+	if cur == nil {
 		cur = emptyState()
 	}
 	res.Quarantined = append(res.Quarantined, d.quarantineKnown(cur, target)...)
 	res.Quarantined = append(res.Quarantined, d.screenCerts(ctx, cur, target)...)
 	withSlots(cur, target)
 
-	if known && !d.dirty && sameStructure(cur, target) {
-		return d.applyRuntime(ctx, cur, target, res, "")
+	p := plan(d.cur, target, d.rend, d.dirty)
+	if !p.reload() {
+		return d.applyRuntime(ctx, cur, target, p, res, "")
 	}
-	if d.running.Load() && known && d.opts.MinReloadInterval > 0 && !d.lastReload.IsZero() {
+	if d.running.Load() && d.cur != nil && d.opts.MinReloadInterval > 0 && !d.lastReload.IsZero() {
 		if wait := d.opts.MinReloadInterval - d.now().Sub(d.lastReload); wait > 0 {
 			res.RetryAfter = wait
-			why := fmt.Sprintf("reload deferred %s: %s", wait.Round(time.Millisecond), summarize(structuralChanges(cur, target)))
-			return d.applyRuntime(ctx, cur, runtimeSubset(cur, target), res, why)
+			why := fmt.Sprintf("reload deferred %s: %s", wait.Round(time.Millisecond), p.summary())
+			sub := runtimeSubset(cur, target)
+			return d.applyRuntime(ctx, cur, sub, plan(cur, sub, d.rend, false), res, why)
 		}
 	}
-	return d.applyReload(ctx, cur, known, target, res)
+	return d.applyReload(ctx, cur, target, p, res)
 }
 
-// applyRuntime moves HAProxy from cur to next, which have the same
-// structure, with Runtime API commands and writes next to disk.
-func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result, why string) (Result, error) {
-	srvCmds := serverCommands(cur, next)
-	mapCmds, bulk := d.mapCommands(cur, next)
-	tlsPre, tlsPost := d.tlsCommands(cur, next)
-	if len(srvCmds) == 0 && len(mapCmds) == 0 && len(bulk) == 0 && len(tlsPre)+len(tlsPost) == 0 {
+// applyRuntime moves HAProxy from cur to next with the commands of p, a
+// plan without reload, and writes next to disk.
+func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePlan, res Result, why string) (Result, error) {
+	if p.empty() && sameFiles(cur, next) {
 		res.Reason = why
 		if why == "" {
 			res.Reason = "no change"
@@ -79,19 +78,13 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 		d.serving.Store(d.running.Load() && !d.dirty)
 		return res, nil
 	}
-	summary := fmt.Sprintf("%d server and %d map commands", len(srvCmds), len(mapCmds))
-	if n := len(tlsPre) + len(tlsPost); n > 0 {
-		summary += fmt.Sprintf(", %d TLS commands", n)
-	}
-	if len(bulk) > 0 {
-		summary += ", replace maps " + strings.Join(bulk, ",")
-	}
+	summary := p.runtimeSummary()
 	if why != "" {
 		summary = why + "; " + summary
 	}
 
 	if !d.running.Load() {
-		if err := d.writeFiles(cur, next, "", len(srvCmds) > 0); err != nil {
+		if err := d.writeFiles(cur, next, "", len(p.servers) > 0); err != nil {
 			return res, err
 		}
 		res.Reason = "files written, haproxy not running: " + summary
@@ -103,17 +96,17 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 	// keeps a restart or reload from reading the files in between.
 	start := time.Now()
 	byKind := map[string]int{}
-	rtErr := d.execSteps(ctx, tlsPre, byKind)
+	rtErr := d.execSteps(ctx, p.tlsPre, byKind)
 	n := 0
 	if rtErr == nil {
-		n, rtErr = d.execRuntime(ctx, next, srvCmds, mapCmds, bulk)
+		n, rtErr = d.execRuntime(ctx, next, p.servers, p.maps, p.bulk)
 	}
 	if rtErr == nil {
-		rtErr = d.execSteps(ctx, tlsPost, byKind)
+		rtErr = d.execSteps(ctx, p.tlsPost, byKind)
 	}
-	n += byKind["cert"] + byKind["map"]
+	n += byKind["cert"]
 	res.RuntimeOps = n
-	res.RuntimeOpsByKind = runtimeKinds(len(srvCmds), len(mapCmds)+len(bulk), byKind, rtErr)
+	res.RuntimeOpsByKind = runtimeKinds(len(p.servers), len(p.maps)+len(p.bulk), byKind, rtErr)
 	if rtErr != nil {
 		// The files must never hold what HAProxy refused: a refused
 		// certificate is dropped, and the rest goes through a checked
@@ -122,17 +115,16 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 		d.log.Warn("runtime change failed, reloading instead", "error", rtErr, "changes", summary)
 		res.Quarantined = append(res.Quarantined, d.dropRefusedCert(cur, next, rtErr)...)
 		d.dirty = true
-		res, err := d.applyReload(ctx, cur, true, next, res)
+		res, err := d.applyReload(ctx, cur, next, plan(cur, next, d.rend, true), res)
 		if err != nil {
 			return res, fmt.Errorf("runtime change failed (%v), and so did the reload: %w", rtErr, err)
 		}
 		if res.Reloaded {
-			res.ReloadReason = ReloadRecovery
 			res.Reason = "reload after runtime failure: " + rtErr.Error()
 		}
 		return res, nil
 	}
-	if err := d.writeFiles(cur, next, "", len(srvCmds) > 0); err != nil {
+	if err := d.writeFiles(cur, next, "", len(p.servers) > 0); err != nil {
 		// The live HAProxy is ahead of the files: forget what the files
 		// hold so the next Apply renders, checks and reloads everything.
 		d.cur = nil
@@ -146,14 +138,27 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, res Result,
 	return res, nil
 }
 
+// sameFiles reports whether the map and certificate files of a and b,
+// which have the same structure, are the same.
+func sameFiles(a, b *state) bool {
+	for _, name := range mapNames {
+		if !maps.Equal(a.maps[name], b.maps[name]) {
+			return false
+		}
+	}
+	return a.tls.defaultCert.equal(b.tls.defaultCert) &&
+		maps.EqualFunc(a.tls.certs, b.tls.certs, (*tlsCert).equal) &&
+		maps.EqualFunc(a.tls.files, b.tls.files, bytes.Equal)
+}
+
 // applyReload checks target (quarantining the backends HAProxy refuses),
-// writes it and reloads.
-func (d *Driver) applyReload(ctx context.Context, cur *state, known bool, target *state, res Result) (Result, error) {
+// writes it and reloads; p is the plan from cur to target.
+func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePlan, res Result) (Result, error) {
 	// haproxy -c reads the certificate files the candidate names.
 	if err := d.writeTLSFiles(target, false); err != nil {
 		return res, err
 	}
-	res.ReloadReason = reloadReason(cur, target, known, d.dirty)
+	res.ReloadReason = p.reason()
 	target, quarantined, cfg, err := d.validated(ctx, cur, target)
 	res.Quarantined = append(res.Quarantined, quarantined...)
 	if err != nil {
@@ -165,20 +170,20 @@ func (d *Driver) applyReload(ctx context.Context, cur *state, known bool, target
 		}
 		return res, err
 	}
-	if known && !d.dirty && sameStructure(cur, target) {
-		return d.applyRuntime(ctx, cur, target, res, "structural change quarantined")
-	}
-	changes := structuralChanges(cur, target)
-	if d.dirty {
-		changes = append(changes, "live haproxy behind the files")
+	// Quarantine may have taken back what made the reload necessary.
+	if p = plan(d.cur, target, d.rend, d.dirty); !p.reload() {
+		return d.applyRuntime(ctx, cur, target, p, res, "structural change quarantined")
 	}
 	if err := d.writeFiles(cur, target, cfg, true); err != nil {
+		// What is on disk is now neither cur nor target: the next Apply
+		// writes everything and reloads to recover.
 		d.cur = nil
+		d.dirty = true
 		return res, err
 	}
 	if !d.running.Load() {
-		res.Reason = "files written, haproxy not running: " + summarize(changes)
-		d.log.Info("files written for the next start", "changes", summarize(changes))
+		res.Reason = "files written, haproxy not running: " + p.summary()
+		d.log.Info("files written for the next start", "changes", p.summary())
 		return res, nil
 	}
 	start := time.Now()
@@ -187,9 +192,9 @@ func (d *Driver) applyReload(ctx context.Context, cur *state, known bool, target
 		return res, err
 	}
 	res.Reloaded = true
-	res.Reason = "reload: " + summarize(changes)
+	res.Reason = "reload: " + p.summary()
 	d.serving.Store(true)
-	d.log.Info("reloaded", "changes", summarize(changes), "took", time.Since(start).Round(time.Millisecond))
+	d.log.Info("reloaded", "changes", p.summary(), "took", time.Since(start).Round(time.Millisecond))
 	return res, nil
 }
 
@@ -389,43 +394,6 @@ func serverCommands(cur, next *state) []string {
 		}
 	}
 	return cmds
-}
-
-// mapCommands diffs the maps entry by entry; maps with too many changes are
-// named in bulk, to be replaced atomically.
-func (d *Driver) mapCommands(cur, next *state) (cmds, bulk []string) {
-	if len(d.rend.httpBinds) == 0 {
-		// No frontend loads the maps: the files are all there is.
-		return nil, nil
-	}
-	for _, name := range mapNames {
-		path := d.rend.mapPath(name)
-		old, nw := cur.maps[name], next.maps[name]
-		if maps.Equal(old, nw) {
-			continue
-		}
-		var c []string
-		for _, k := range slices.Sorted(maps.Keys(old)) {
-			if _, ok := nw[k]; !ok {
-				c = append(c, "del map "+path+" "+k)
-			}
-		}
-		for _, k := range slices.Sorted(maps.Keys(nw)) {
-			ov, ok := old[k]
-			switch {
-			case !ok:
-				c = append(c, "add map "+path+" "+k+" "+nw[k])
-			case ov != nw[k]:
-				c = append(c, "set map "+path+" "+k+" "+nw[k])
-			}
-		}
-		if len(c) > bulkMapOps {
-			bulk = append(bulk, name)
-			continue
-		}
-		cmds = append(cmds, c...)
-	}
-	return cmds, bulk
 }
 
 // execRuntime sends the server commands, then the map commands (so a new

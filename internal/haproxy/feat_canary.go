@@ -18,9 +18,12 @@ import (
 var canaryWeightRE = regexp.MustCompile(`^(100|[1-9]?[0-9])$`)
 
 // mapValueOK reports whether v may be a value of map name in st: a weight
-// for the canary weight map, an existing backend for every other map.
+// for the canary weight map, an owner for the host-owner map, a redirect
+// for the ssl-redirect map, an existing backend for every other map.
 func mapValueOK(st *state, name, v string) bool {
 	switch name {
+	case model.MapSSLRedirect:
+		return redirectValueRE.MatchString(v)
 	case model.MapCanaryWeight:
 		return canaryWeightRE.MatchString(v)
 	case model.MapHostOwner:

@@ -178,20 +178,9 @@ type extras struct {
 	captures, captureLen int
 }
 
-func (e extras) equal(o extras) bool {
-	return slices.Equal(e.errorPages, o.errorPages) && slices.Equal(e.tcp, o.tcp) &&
-		e.captures == o.captures && e.captureLen == o.captureLen
-}
-
-// key identifies e for the render cache; file names carry the content.
-func (e extras) key() string {
-	var b strings.Builder
-	for _, p := range e.errorPages {
-		b.WriteString(p.file + " ")
-	}
-	fmt.Fprintf(&b, "%v %d %d", e.tcp, e.captures, e.captureLen)
-	return b.String()
-}
+// key identifies e for the render cache and the reload decision. It prints
+// every field, so a field added later counts without anyone updating it.
+func (e extras) key() string { return fmt.Sprintf("%+v", e) }
 
 func (r renderer) errorFilesDir() string { return filepath.Join(filepath.Dir(r.mapsDir), "errorfiles") }
 

@@ -50,14 +50,17 @@ func TestTCPServiceTLS(t *testing.T) {
 // TestTCPServiceTLSRotation: without the https frontend, a new default
 // certificate still reaches the TCP services through the Runtime API.
 func TestTCPServiceTLSRotation(t *testing.T) {
-	d := &Driver{rend: goldenRenderer(Options{DisableIPv6: true})}
+	r := goldenRenderer(Options{DisableIPv6: true})
 	cur, _ := desiredState(tcpTLSDesired(t, true))
 	next, _ := desiredState(tcpTLSDesired(t, true))
-	if !sameStructure(cur, next) {
-		t.Fatalf("a default certificate change must not be structural: %v", structuralChanges(cur, next))
+	withSlots(emptyState(), cur)
+	withSlots(cur, next)
+	p := plan(cur, next, r, false)
+	if p.reload() {
+		t.Fatalf("a default certificate change must not be structural: %v", p.changes)
 	}
-	pre, post := d.tlsCommands(cur, next)
-	path := d.rend.certPath(defaultCertFile)
+	pre, post := p.tlsPre, p.tlsPost
+	path := r.certPath(defaultCertFile)
 	if len(pre) != 2 || len(post) != 0 || pre[0].cmd != "set ssl cert "+path || pre[1].cmd != "commit ssl cert "+path {
 		t.Fatalf("commands %+v %+v", pre, post)
 	}

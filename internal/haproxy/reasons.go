@@ -15,43 +15,6 @@ const (
 // ReloadReasons lists every reload reason, for metrics.
 var ReloadReasons = []string{ReloadStart, ReloadBackends, ReloadSlots, ReloadGlobal, ReloadFrontend, ReloadTLS, ReloadRecovery}
 
-// reloadReason names the main reason going from a to b needs a reload.
-func reloadReason(a, b *state, known, dirty bool) string {
-	switch {
-	case !known:
-		return ReloadStart
-	case dirty:
-		return ReloadRecovery
-	case a.global != b.global:
-		return ReloadGlobal
-	case a.tls.head != b.tls.head:
-		return ReloadTLS
-	case a.defaultBackend != b.defaultBackend || !a.extras.equal(b.extras):
-		return ReloadFrontend
-	}
-	slots := false
-	for n, bb := range b.backends {
-		ab, ok := a.backends[n]
-		switch {
-		case !ok:
-			return ReloadBackends
-		case ab.spec != bb.spec && specWithoutSlots(ab.spec) == specWithoutSlots(bb.spec):
-			slots = true
-		case ab.spec != bb.spec:
-			return ReloadBackends
-		}
-	}
-	for n := range a.backends {
-		if _, ok := b.backends[n]; !ok {
-			return ReloadBackends
-		}
-	}
-	if slots {
-		return ReloadSlots
-	}
-	return ReloadBackends
-}
-
 // RuntimeKinds are the kinds of Runtime API commands, for metrics.
 var RuntimeKinds = []string{"server", "map", "cert"}
 

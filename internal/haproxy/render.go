@@ -144,8 +144,13 @@ type headKey struct {
 	tls            tlsHead
 }
 
+// headKeyOf is what the head of st depends on: a change of it reloads.
+func headKeyOf(st *state) headKey {
+	return headKey{st.global, st.defaultBackend, st.extras.key(), st.tls.head}
+}
+
 func (c *renderCache) head(r renderer, st *state) (string, error) {
-	k := headKey{st.global, st.defaultBackend, st.extras.key(), st.tls.head}
+	k := headKeyOf(st)
 	if c.headText != "" && c.headKey == k {
 		return c.headText, nil
 	}

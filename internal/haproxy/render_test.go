@@ -112,7 +112,7 @@ func TestRenderGolden(t *testing.T) {
 			}
 			golden(t, tc.name+".cfg.golden", cfg)
 			maps := map[string]string{}
-			for _, name := range mapNames {
+			for _, name := range routeMaps {
 				maps[name] = string(mapFile(st.maps[name]))
 				if tc.name == "full" {
 					golden(t, tc.name+"."+name+".map.golden", maps[name])

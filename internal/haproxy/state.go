@@ -19,11 +19,11 @@ type state struct {
 	global         model.Global
 	defaultBackend string // "" means the built-in 404 backend
 	backends       map[string]*backend
-	// maps by name (model.MapExact, model.MapPrefix): key -> backend name.
+	// maps by name (mapNames): key -> value, a backend name for most.
 	maps map[string]map[string]string
 	// extras are the error pages, TCP services and capture slots.
 	extras extras
-	// tls is the https frontend's certificates and redirects (tls.go).
+	// tls is the https frontend's certificates (tls.go).
 	tls tlsState
 }
 
@@ -88,9 +88,14 @@ const (
 	serverPrefix = "SRV_"
 )
 
-// mapNames are the maps the http frontend loads. The canary maps are
-// always loaded, empty or not, so the first canary needs no reload.
-var mapNames = []string{model.MapExact, model.MapPrefix, model.MapHostOwner, model.MapCanaryBackend, model.MapCanaryWeight}
+// routeMaps are the maps the routing rules of both frontends load. The
+// canary maps are always loaded, empty or not, so the first canary needs
+// no reload.
+var routeMaps = []string{model.MapExact, model.MapPrefix, model.MapHostOwner, model.MapCanaryBackend, model.MapCanaryWeight}
+
+// mapNames are all the map files: the route maps and the ssl-redirect map
+// the http frontend loads while https is served.
+var mapNames = append(slices.Clone(routeMaps), model.MapSSLRedirect)
 
 var (
 	backendNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,199}$`)
@@ -233,8 +238,8 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 			reject(model.ObjectRef{Kind: "Service"}, "default backend %q is not among the backends; answering 404", want.DefaultBackend)
 		}
 	}
-	// Only the maps the frontend loads are kept: an entry in any other map
-	// could never route a request.
+	// Only the maps a frontend may load are kept: an entry in any other
+	// map could never route a request.
 	for _, name := range mapNames {
 		m := map[string]string{}
 		for k, v := range want.Maps[name] {
@@ -302,67 +307,6 @@ func assignSlots(prev []slot, eps []model.Endpoint, n int) []slot {
 	return out
 }
 
-// sameStructure reports whether b can be reached from a by runtime changes.
-func sameStructure(a, b *state) bool {
-	if a.global != b.global || a.defaultBackend != b.defaultBackend || len(a.backends) != len(b.backends) || !a.extras.equal(b.extras) || a.tls.head != b.tls.head {
-		return false
-	}
-	for n, ab := range a.backends {
-		bb, ok := b.backends[n]
-		if !ok || ab.spec != bb.spec {
-			return false
-		}
-	}
-	return true
-}
-
-// structuralChanges names what makes a reload necessary, for logs.
-func structuralChanges(a, b *state) []string {
-	var out []string
-	if a.global != b.global {
-		out = append(out, "global settings")
-	}
-	if a.defaultBackend != b.defaultBackend {
-		out = append(out, fmt.Sprintf("default backend %q->%q", a.defaultBackend, b.defaultBackend))
-	}
-	if !a.extras.equal(b.extras) {
-		out = append(out, "error pages, TCP services or captures")
-	}
-	if a.tls.head != b.tls.head {
-		out = append(out, "https frontend (default certificate or client CA)")
-	}
-	for _, n := range slices.Sorted(maps.Keys(b.backends)) {
-		ab, ok := a.backends[n]
-		switch {
-		case !ok:
-			out = append(out, "backend added: "+n)
-		case ab.spec.Slots != b.backends[n].spec.Slots && specWithoutSlots(ab.spec) == specWithoutSlots(b.backends[n].spec):
-			out = append(out, fmt.Sprintf("backend %s slots %d->%d", n, ab.spec.Slots, b.backends[n].spec.Slots))
-		case ab.spec != b.backends[n].spec:
-			out = append(out, "backend changed: "+n)
-		}
-	}
-	for _, n := range slices.Sorted(maps.Keys(a.backends)) {
-		if _, ok := b.backends[n]; !ok {
-			out = append(out, "backend removed: "+n)
-		}
-	}
-	return out
-}
-
-func specWithoutSlots(s backendSpec) backendSpec {
-	s.Slots = 0
-	return s
-}
-
-func summarize(changes []string) string {
-	const maxShown = 4
-	if len(changes) <= maxShown {
-		return strings.Join(changes, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(changes[:maxShown], ", "), len(changes)-maxShown)
-}
-
 // withSlots gives every backend of target its slot assignment, starting from
 // the assignment in cur so endpoints keep their slots.
 func withSlots(cur, target *state) {
@@ -386,7 +330,7 @@ func withSlots(cur, target *state) {
 func runtimeSubset(cur, target *state) *state {
 	next := cur.clone()
 	if next.tls.head == target.tls.head {
-		next.tls.defaultCert, next.tls.certs, next.tls.redirects = target.tls.defaultCert, target.tls.certs, target.tls.redirects
+		next.tls.defaultCert, next.tls.certs = target.tls.defaultCert, target.tls.certs
 	}
 	for n, b := range next.backends {
 		tb, ok := target.backends[n]

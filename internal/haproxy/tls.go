@@ -32,10 +32,9 @@ import (
 // names: a new content is a new file and a (rare) reload.
 
 const (
-	certsDirName       = "certs"
-	crtListName        = "crt-list"
-	defaultCertFile    = model.DefaultCertificateName + ".pem"
-	sslRedirectMapFile = model.MapSSLRedirect + ".map"
+	certsDirName    = "certs"
+	crtListName     = "crt-list"
+	defaultCertFile = model.DefaultCertificateName + ".pem"
 )
 
 // tlsState is the TLS part of a state.
@@ -45,8 +44,6 @@ type tlsState struct {
 	defaultCert *tlsCert
 	// certs are the SNI certificates by name (file certs/<name>.pem).
 	certs map[string]*tlsCert
-	// redirects is the ssl-redirect map: host -> "CODE" or "CODE:PORT".
-	redirects map[string]string
 	// files are the CA bundles and backend client certificates, by path
 	// under certs/ ("ca/<name>.pem", "client/<name>.pem").
 	files map[string][]byte
@@ -77,7 +74,6 @@ func (c *tlsCert) equal(o *tlsCert) bool {
 
 func (t tlsState) clone() tlsState {
 	t.certs = maps.Clone(t.certs)
-	t.redirects = maps.Clone(t.redirects)
 	t.files = maps.Clone(t.files)
 	return t
 }
@@ -169,14 +165,6 @@ func (t *tlsState) fill(want *model.Desired, reject func(model.ObjectRef, string
 			continue
 		}
 		t.certs[c.Name] = &tlsCert{pem: c.PEM, hosts: hosts, src: c}
-	}
-	t.redirects = map[string]string{}
-	for k, v := range want.Maps[model.MapSSLRedirect] {
-		if safeToken(k) && redirectValueRE.MatchString(v) {
-			t.redirects[k] = v
-		} else {
-			reject(model.ObjectRef{}, "ssl-redirect map: entry %q %q dropped", k, v)
-		}
 	}
 	if ca := want.TLS.ClientCA; ca != nil {
 		if len(ca.PEM) == 0 || !certNameRE.MatchString(ca.Name) || !safePEM(ca.PEM) {
@@ -279,7 +267,7 @@ var redirectCodes = []string{"301", "302", "303", "307", "308"}
 // entries change at run time, so a host gains or loses its redirect with
 // no reload.
 func (r renderer) sslRedirectActions() []types.Action {
-	m := r.certPathMap()
+	m := r.mapPath(model.MapSSLRedirect)
 	out := []types.Action{
 		setVar("ssl_redirect", "var(txn.host),map_str("+m+")", ""),
 		setVar("ssl_redirect", "var(txn.host),regsub(^[^.]*,*),map_str("+m+")", "!{ var(txn.ssl_redirect) -m found }"),
@@ -295,8 +283,6 @@ func (r renderer) sslRedirectActions() []types.Action {
 	}
 	return out
 }
-
-func (r renderer) certPathMap() string { return r.mapPath(model.MapSSLRedirect) }
 
 // httpsFrontend terminates TLS and routes like the http frontend.
 func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
@@ -408,9 +394,7 @@ func (r renderer) crtListLine(name string, c *tlsCert) string {
 // tlsFiles are the files the TLS state needs, by path relative to
 // ConfigDir, with their modes. PEM files hold private keys: 0600.
 func (r renderer) tlsFiles(t tlsState) map[string][]byte {
-	files := map[string][]byte{
-		filepath.Join("maps", sslRedirectMapFile): mapFile(t.redirects),
-	}
+	files := map[string][]byte{}
 	if t.defaultCert == nil {
 		return files
 	}
@@ -474,28 +458,9 @@ type runtimeStep struct {
 // tlsCommands moves the TLS state of cur to that of next (same
 // structure): pre runs before the server and map commands (so that a new
 // host has its certificate before it is routed), post after.
-func (d *Driver) tlsCommands(cur, next *state) (pre, post []runtimeStep) {
-	r := d.rend
-	mapPath := r.certPathMap()
-	if len(r.httpBinds) > 0 && r.httpsOn(next) {
-		for _, k := range slices.Sorted(maps.Keys(cur.tls.redirects)) {
-			if _, ok := next.tls.redirects[k]; !ok {
-				pre = append(pre, runtimeStep{cmd: "del map " + mapPath + " " + k, kind: "map"})
-			}
-		}
-		for _, k := range slices.Sorted(maps.Keys(next.tls.redirects)) {
-			v := next.tls.redirects[k]
-			ov, ok := cur.tls.redirects[k]
-			switch {
-			case !ok:
-				pre = append(pre, runtimeStep{cmd: "add map " + mapPath + " " + k + " " + v, kind: "map"})
-			case ov != v:
-				pre = append(pre, runtimeStep{cmd: "set map " + mapPath + " " + k + " " + v, kind: "map"})
-			}
-		}
-	}
+func (r renderer) tlsCommands(cur, next *state) (pre, post []runtimeStep) {
 	if !r.httpsOn(next) || !r.httpsOn(cur) {
-		return append(pre, r.tcpCertSteps(cur, next)...), post
+		return r.tcpCertSteps(cur, next), nil
 	}
 	list := r.certPath(crtListName)
 	set := func(path string, pem []byte) []runtimeStep {

@@ -138,7 +138,7 @@ func tlsCheck(t *testing.T, cfg string, st *state, r renderer) {
 }
 
 func TestTLSCommands(t *testing.T) {
-	d := &Driver{rend: goldenRenderer(Options{HTTPSBindPort: 443})}
+	r := goldenRenderer(Options{HTTPSBindPort: 443})
 	want := tlsDesired(t)
 	cur, _ := desiredState(want)
 	rotated := *want.TLS.Certificates[0]
@@ -146,12 +146,14 @@ func TestTLSCommands(t *testing.T) {
 	want.TLS.Certificates = []*model.Certificate{&rotated, {Name: "shop_new", PEM: testPEM(t, "new.example.com"), Hosts: []string{"new.example.com"}}}
 	want.Maps[model.MapSSLRedirect] = map[string]string{"shop.example.com": "302"}
 	next, _ := desiredState(want)
-	if !sameStructure(cur, next) {
-		t.Fatalf("certificate changes must not be structural: %v", structuralChanges(cur, next))
+	withSlots(emptyState(), cur)
+	withSlots(cur, next)
+	p := plan(cur, next, r, false)
+	if p.reload() {
+		t.Fatalf("certificate changes must not be structural: %v", p.changes)
 	}
-	pre, post := d.tlsCommands(cur, next)
 	var got []string
-	for _, s := range append(pre, post...) {
+	for _, s := range append(append(p.tlsPre, mapSteps(p.maps)...), p.tlsPost...) {
 		c := s.cmd
 		if s.payload != "" {
 			c += " <<" + strings.SplitN(s.payload, "\n", 2)[0]
@@ -173,6 +175,14 @@ func TestTLSCommands(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want2, "\n") {
 		t.Fatalf("commands:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want2, "\n"))
 	}
+}
+
+func mapSteps(cmds []string) []runtimeStep {
+	var out []runtimeStep
+	for _, c := range cmds {
+		out = append(out, runtimeStep{cmd: c})
+	}
+	return out
 }
 
 func TestSafePEM(t *testing.T) {
