@@ -84,7 +84,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 	}
 
 	if !d.running.Load() {
-		if err := d.writeFiles(cur, next, "", len(p.servers) > 0); err != nil {
+		if err := d.writeFiles(next, "", len(p.servers) > 0); err != nil {
 			return res, err
 		}
 		res.Reason = "files written, haproxy not running: " + summary
@@ -124,7 +124,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 		}
 		return res, nil
 	}
-	if err := d.writeFiles(cur, next, "", len(p.servers) > 0); err != nil {
+	if err := d.writeFiles(next, "", len(p.servers) > 0); err != nil {
 		// The live HAProxy is ahead of the files: forget what the files
 		// hold so the next Apply renders, checks and reloads everything.
 		d.cur = nil
@@ -154,10 +154,6 @@ func sameFiles(a, b *state) bool {
 // applyReload checks target (quarantining the backends HAProxy refuses),
 // writes it and reloads; p is the plan from cur to target.
 func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePlan, res Result) (Result, error) {
-	// haproxy -c reads the certificate files the candidate names.
-	if err := d.writeTLSFiles(target, false); err != nil {
-		return res, err
-	}
 	res.ReloadReason = p.reason()
 	target, quarantined, cfg, err := d.validated(ctx, cur, target)
 	res.Quarantined = append(res.Quarantined, quarantined...)
@@ -165,7 +161,7 @@ func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePl
 		d.log.Error("configuration rejected, the running one stays", "error", err)
 		// The candidate's crt-list and certificates must not stay on
 		// disk for a restart to load: back to what cur holds.
-		if werr := d.writeTLSFiles(cur, true); werr != nil {
+		if werr := d.sync(d.rend.checkFiles(cur), true); werr != nil {
 			d.log.Error("restore certificate files", "error", werr)
 		}
 		return res, err
@@ -174,7 +170,7 @@ func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePl
 	if p = plan(d.cur, target, d.rend, d.dirty); !p.reload() {
 		return d.applyRuntime(ctx, cur, target, p, res, "structural change quarantined")
 	}
-	if err := d.writeFiles(cur, target, cfg, true); err != nil {
+	if err := d.writeFiles(target, cfg, true); err != nil {
 		// What is on disk is now neither cur nor target: the next Apply
 		// writes everything and reloads to recover.
 		d.cur = nil
@@ -276,11 +272,11 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 		if !errors.As(err, &ce) {
 			return nil, problems, "", err
 		}
-		blamed, certBlamed := false, false
+		blamed := false
 		for _, alert := range ce.Alerts {
 			if p, ok := d.blameCert(cur, target, alert); ok {
 				problems = append(problems, p...)
-				blamed, certBlamed = true, true
+				blamed = true
 				continue
 			}
 			kind, name, reason := blame(cfg, alert)
@@ -320,46 +316,40 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 		if !blamed {
 			return nil, problems, "", fmt.Errorf("haproxy rejected the configuration: %s", strings.Join(ce.Alerts, "; "))
 		}
-		if certBlamed {
-			// The crt-list on disk still names the dropped certificate.
-			if err := d.writeTLSFiles(target, false); err != nil {
-				return nil, problems, "", err
-			}
-		}
 	}
 	return nil, problems, "", errors.New("haproxy kept rejecting the configuration after quarantining backends")
 }
 
-// writeFiles writes the map files and haproxy.cfg of next, skipping what is
-// unchanged from cur; cfg is the rendered next when already at hand.
-func (d *Driver) writeFiles(cur, next *state, cfg string, slotsChanged bool) error {
-	if err := d.writeTLSFiles(next, true); err != nil {
+// writeFiles makes the config directory hold next; cfg is the rendered
+// next when already at hand, and renderCfg asks for it when haproxy.cfg may
+// have changed (with the same structure and slots it does not).
+func (d *Driver) writeFiles(next *state, cfg string, renderCfg bool) error {
+	if cfg == "" && (renderCfg || d.cur == nil) {
+		var err error
+		if cfg, err = d.rend.config(next, d.cache); err != nil {
+			return err
+		}
+	}
+	if err := d.sync(d.rend.stateFiles(next, cfg), true); err != nil {
 		return err
-	}
-	for _, name := range mapNames {
-		if d.cur != nil && maps.Equal(cur.maps[name], next.maps[name]) {
-			continue
-		}
-		if err := writeFileAtomic(d.rend.mapPath(name), mapFile(next.maps[name]), 0o640); err != nil {
-			return err
-		}
-	}
-	// With the same structure and slots, haproxy.cfg would not change.
-	if cfg != "" || slotsChanged || d.cur == nil {
-		if cfg == "" {
-			var err error
-			if cfg, err = d.rend.config(next, d.cache); err != nil {
-				return err
-			}
-		}
-		if err := writeFileAtomic(d.paths.config, []byte(cfg), 0o640); err != nil {
-			return err
-		}
 	}
 	d.cur = next
 	d.fromApply = true
 	d.diskGen++
 	return nil
+}
+
+// sync runs the one writer on the config directory. After a failure what
+// the directory holds is unknown: the next sync compares with the files.
+func (d *Driver) sync(want map[string]file, prune bool) error {
+	if d.disk == nil {
+		d.disk = diskFiles{}
+	}
+	err := syncFiles(d.opts.ConfigDir, want, d.disk, prune)
+	if err != nil {
+		d.disk = nil
+	}
+	return err
 }
 
 // serverCommands moves the slots of cur to those of next (same structure).

@@ -141,6 +141,8 @@ type Driver struct {
 	mu sync.Mutex
 	// cur is what the files on disk hold; nil until the first write.
 	cur *state
+	// disk is what the writer knows of the files (files.go).
+	disk diskFiles
 	// fromApply is true once the files on disk came from Apply.
 	fromApply bool
 	// diskGen counts file writes; loadedGen is the generation the live

@@ -3,7 +3,6 @@ package haproxy
 import (
 	"context"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -78,21 +77,8 @@ func renderFeature(t testing.TB, s *model.Snapshot, o model.Options) (string, st
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	files := map[string][]byte{"haproxy.cfg": []byte(cfg)}
-	for _, name := range mapNames {
-		files["maps/"+name+".map"] = mapFile(st.maps[name])
-	}
-	if err := r.writeErrorPages(st); err != nil {
+	if err := syncFiles(dir, r.stateFiles(st, cfg), diskFiles{}, true); err != nil {
 		t.Fatal(err)
-	}
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o640); err != nil {
-			t.Fatal(err)
-		}
 	}
 	// The directory changes from call to call; comparisons must not see it.
 	return strings.ReplaceAll(cfg, dir, "CONFIGDIR"), dir, d

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -182,27 +181,8 @@ type extras struct {
 // every field, so a field added later counts without anyone updating it.
 func (e extras) key() string { return fmt.Sprintf("%+v", e) }
 
-func (r renderer) errorFilesDir() string { return filepath.Join(filepath.Dir(r.mapsDir), "errorfiles") }
-
-// writeErrorPages writes the pages st needs that are not on disk yet.
-func (r renderer) writeErrorPages(st *state) error {
-	if len(st.extras.errorPages) == 0 {
-		return nil
-	}
-	dir := r.errorFilesDir()
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("create errorfiles directory: %w", err)
-	}
-	for _, p := range st.extras.errorPages {
-		path := filepath.Join(dir, p.file)
-		if _, err := os.Stat(path); err == nil {
-			continue
-		}
-		if err := writeFileAtomic(path, []byte(p.content), 0o640); err != nil {
-			return err
-		}
-	}
-	return nil
+func (r renderer) errorFilesDir() string {
+	return filepath.Join(filepath.Dir(r.mapsDir), errorsDirName)
 }
 
 // featureSpec fills the frontend-feature part of spec from b; it reports

@@ -1,10 +1,139 @@
 package haproxy
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
+
+// file is one file a state needs.
+type file struct {
+	data []byte
+	mode os.FileMode
+	// createOnly leaves an existing file as it is: a map file a check
+	// needs to exist while the running HAProxy's version stays on disk.
+	createOnly bool
+}
+
+const (
+	configFile    = "haproxy.cfg"
+	mapsDirName   = "maps"
+	errorsDirName = "errorfiles"
+)
+
+// managedDirs are the directories under ConfigDir that hold only files
+// stateFiles returns: the writer removes whatever else it finds there.
+var managedDirs = []string{mapsDirName, certsDirName, errorsDirName}
+
+// stateFiles returns every file st needs, by path relative to ConfigDir:
+// haproxy.cfg (cfg; left out when empty, for a caller that knows it is
+// unchanged), the map files, the crt-list and certificates (0600: they
+// hold private keys) and the error pages.
+func (r renderer) stateFiles(st *state, cfg string) map[string]file {
+	out := map[string]file{}
+	if cfg != "" {
+		out[configFile] = file{data: []byte(cfg), mode: 0o640}
+	}
+	for _, name := range mapNames {
+		out[filepath.Join(mapsDirName, name+".map")] = file{data: mapFile(st.maps[name]), mode: 0o640}
+	}
+	for rel, data := range r.tlsFiles(st.tls) {
+		out[rel] = file{data: data, mode: 0o600}
+	}
+	for _, p := range st.extras.errorPages {
+		out[filepath.Join(errorsDirName, p.file)] = file{data: []byte(p.content), mode: 0o640}
+	}
+	return out
+}
+
+// checkFiles are the files `haproxy -c` needs to check st: all of them,
+// except that the map files only have to exist. The live HAProxy's maps
+// stay on disk until the check passes.
+func (r renderer) checkFiles(st *state) map[string]file {
+	out := r.stateFiles(st, "")
+	for rel, f := range out {
+		if strings.HasPrefix(rel, mapsDirName+string(filepath.Separator)) {
+			out[rel] = file{mode: f.mode, createOnly: true}
+		}
+	}
+	return out
+}
+
+// diskFiles is what the writer knows the config directory holds, so
+// that an unchanged file is neither read nor written again.
+type diskFiles map[string]file
+
+// syncFiles is the one writer of the config directory: it writes each
+// file of want that differs from what root holds and, with prune,
+// removes the files of the managed directories that want lacks. disk is
+// updated as files are written and removed; a path it does not know is
+// compared with the file itself.
+func syncFiles(root string, want map[string]file, disk diskFiles, prune bool) error {
+	for _, rel := range slices.Sorted(maps.Keys(want)) {
+		f := want[rel]
+		p := filepath.Join(root, rel)
+		if old, ok := disk[rel]; ok && (f.createOnly || old.mode == f.mode && bytes.Equal(old.data, f.data)) {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			if f.createOnly {
+				continue
+			}
+			if st.Mode().Perm() == f.mode {
+				if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.data) {
+					disk[rel] = f
+					continue
+				}
+			}
+		}
+		dirMode := os.FileMode(0o750)
+		if f.mode&0o077 == 0 {
+			dirMode = 0o700
+		}
+		if err := os.MkdirAll(filepath.Dir(p), dirMode); err != nil {
+			return fmt.Errorf("create directory for %s: %w", rel, err)
+		}
+		if err := writeFileAtomic(p, f.data, f.mode); err != nil {
+			return err
+		}
+		disk[rel] = f
+	}
+	if !prune {
+		return nil
+	}
+	for _, dir := range managedDirs {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, e fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil || e.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			if _, ok := want[rel]; ok {
+				return nil
+			}
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove %s: %w", rel, err)
+			}
+			delete(disk, rel)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // writeFileAtomic writes data next to path and renames it into place, so a
 // starting or reloading HAProxy reads either the old or the new file. No

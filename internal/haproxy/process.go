@@ -120,7 +120,7 @@ func (d *Driver) writeInitial() error {
 	if err != nil {
 		return err
 	}
-	if err := d.writeFiles(st, st, cfg, true); err != nil {
+	if err := d.writeFiles(st, cfg, true); err != nil {
 		return err
 	}
 	d.fromApply = false

@@ -505,7 +505,7 @@ func sectionAt(cfg string, line int) (kind, name string) {
 }
 
 // Render returns the files Apply would write for want, by path relative to
-// ConfigDir ("haproxy.cfg", "maps/<name>.map"), without starting or
+// ConfigDir (haproxy.cfg, maps, certificates, error pages), without starting or
 // touching HAProxy. It probes the program for its features when it can and
 // assumes a 2.6 build with the Prometheus exporter otherwise.
 func Render(o Options, want *model.Desired) (map[string][]byte, error) {
@@ -527,15 +527,13 @@ func Render(o Options, want *model.Desired) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{"haproxy.cfg": []byte(cfg)}
-	for _, name := range mapNames {
-		files["maps/"+name+".map"] = mapFile(st.maps[name])
-	}
-	for _, p := range st.extras.errorPages {
-		files["errorfiles/"+p.file] = []byte(p.content)
-	}
-	if r.httpsOn(st) {
-		renderTLSFiles(r, st, files)
+	files := map[string][]byte{}
+	for rel, f := range r.stateFiles(st, cfg) {
+		if strings.HasSuffix(rel, ".pem") {
+			// Certificate files hold private keys: named, not shown.
+			f.data = []byte("# PEM file, content not shown\n")
+		}
+		files[rel] = f.data
 	}
 	return files, nil
 }

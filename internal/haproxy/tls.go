@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -409,45 +408,6 @@ func (r renderer) tlsFiles(t tlsState) map[string][]byte {
 	return files
 }
 
-// writeTLSFiles writes every TLS file of st that differs on disk; with
-// prune it removes the certificate files st does not need.
-func (d *Driver) writeTLSFiles(st *state, prune bool) error {
-	want := d.rend.tlsFiles(st.tls)
-	for _, dir := range []string{d.rend.certsDir, filepath.Join(d.rend.certsDir, "ca"), filepath.Join(d.rend.certsDir, "client")} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("create certificate directory: %w", err)
-		}
-	}
-	root := d.opts.ConfigDir
-	for rel, data := range want {
-		p := filepath.Join(root, rel)
-		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
-			continue
-		}
-		if err := writeFileAtomic(p, data, 0o600); err != nil {
-			return err
-		}
-	}
-	if !prune {
-		return nil
-	}
-	return filepath.WalkDir(d.rend.certsDir, func(p string, e os.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		if _, ok := want[rel]; !ok {
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("remove %s: %w", rel, err)
-			}
-		}
-		return nil
-	})
-}
-
 // runtimeStep is one Runtime API command, with its payload when it takes
 // one (certificates, crt-list entries).
 type runtimeStep struct {
@@ -579,15 +539,4 @@ func (d *Driver) execSteps(ctx context.Context, steps []runtimeStep, count map[s
 		count[s.kind]++
 	}
 	return nil
-}
-
-// renderTLSFiles adds the TLS files to Render's output. Certificate files
-// are named but their content is not shown: they hold private keys.
-func renderTLSFiles(r renderer, st *state, files map[string][]byte) {
-	for rel, data := range r.tlsFiles(st.tls) {
-		if strings.HasSuffix(rel, ".pem") {
-			data = []byte("# PEM file, content not shown\n")
-		}
-		files[rel] = data
-	}
 }

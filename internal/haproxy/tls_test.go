@@ -114,11 +114,8 @@ func tlsCheck(t *testing.T, cfg string, st *state, r renderer) {
 		}
 	}
 	dir := t.TempDir()
-	files := r.tlsFiles(st.tls)
-	for _, name := range mapNames {
-		files[filepath.Join("maps", name+".map")] = mapFile(st.maps[name])
-	}
-	for rel, data := range files {
+	for rel, f := range r.stateFiles(st, "") {
+		data := f.data
 		p := filepath.Join(dir, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)

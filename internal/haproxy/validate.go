@@ -117,10 +117,8 @@ func (d *Driver) check(ctx context.Context, st *state) (cfg string, err error) {
 	if m := d.opts.MaxConfigSize; m > 0 && len(cfg) > m {
 		return cfg, &sizeError{size: len(cfg), max: m}
 	}
-	if err := d.ensureMapFiles(); err != nil {
-		return "", err
-	}
-	if err := d.rend.writeErrorPages(st); err != nil {
+	// The candidate's certificates and error pages are read by the check.
+	if err := d.sync(d.rend.checkFiles(st), false); err != nil {
 		return "", err
 	}
 	tmp, err := writeTemp(d.paths.config, []byte(cfg))
@@ -138,18 +136,4 @@ func (d *Driver) check(ctx context.Context, st *state) (cfg string, err error) {
 		}
 	}
 	return cfg, err
-}
-
-// ensureMapFiles creates empty map files so that a config can be checked
-// (and started) before the first Apply wrote them.
-func (d *Driver) ensureMapFiles() error {
-	for _, name := range mapNames {
-		p := d.rend.mapPath(name)
-		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-			if err := writeFileAtomic(p, nil, 0o640); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
