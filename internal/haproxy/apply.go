@@ -330,7 +330,7 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg bool) error {
 			return err
 		}
 	}
-	if err := d.sync(d.rend.stateFiles(next, cfg), true); err != nil {
+	if err := d.sync(d.rend.stateFiles(next, cfg, d.cache), true); err != nil {
 		return err
 	}
 	d.cur = next

@@ -77,7 +77,7 @@ func renderFeature(t testing.TB, s *model.Snapshot, o model.Options) (string, st
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	if err := syncFiles(dir, r.stateFiles(st, cfg), diskFiles{}, true); err != nil {
+	if err := syncFiles(dir, r.stateFiles(st, cfg, nil), diskFiles{}, true); err != nil {
 		t.Fatal(err)
 	}
 	// The directory changes from call to call; comparisons must not see it.

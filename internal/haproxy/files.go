@@ -34,14 +34,15 @@ var managedDirs = []string{mapsDirName, certsDirName, errorsDirName}
 // stateFiles returns every file st needs, by path relative to ConfigDir:
 // haproxy.cfg (cfg; left out when empty, for a caller that knows it is
 // unchanged), the map files, the crt-list and certificates (0600: they
-// hold private keys) and the error pages.
-func (r renderer) stateFiles(st *state, cfg string) map[string]file {
+// hold private keys) and the error pages. cache (nil: none) keeps map
+// files from being rendered again while their map is unchanged.
+func (r renderer) stateFiles(st *state, cfg string, cache *renderCache) map[string]file {
 	out := map[string]file{}
 	if cfg != "" {
 		out[configFile] = file{data: []byte(cfg), mode: 0o640}
 	}
 	for _, name := range mapNames {
-		out[filepath.Join(mapsDirName, name+".map")] = file{data: mapFile(st.maps[name]), mode: 0o640}
+		out[filepath.Join(mapsDirName, name+".map")] = file{data: cache.mapFile(name, st.maps[name]), mode: 0o640}
 	}
 	for rel, data := range r.tlsFiles(st.tls) {
 		out[rel] = file{data: data, mode: 0o600}
@@ -56,13 +57,35 @@ func (r renderer) stateFiles(st *state, cfg string) map[string]file {
 // except that the map files only have to exist. The live HAProxy's maps
 // stay on disk until the check passes.
 func (r renderer) checkFiles(st *state) map[string]file {
-	out := r.stateFiles(st, "")
+	out := r.stateFiles(st, "", nil)
 	for rel, f := range out {
 		if strings.HasPrefix(rel, mapsDirName+string(filepath.Separator)) {
 			out[rel] = file{mode: f.mode, createOnly: true}
 		}
 	}
 	return out
+}
+
+// mapFile renders map name, reusing the last rendering while the map has
+// the same entries (a state's maps never change once built).
+func (c *renderCache) mapFile(name string, m map[string]string) []byte {
+	if c == nil {
+		return mapFile(m)
+	}
+	if e, ok := c.maps[name]; ok && maps.Equal(e.m, m) {
+		return e.data
+	}
+	if c.maps == nil {
+		c.maps = map[string]renderedMap{}
+	}
+	data := mapFile(m)
+	c.maps[name] = renderedMap{m: m, data: data}
+	return data
+}
+
+type renderedMap struct {
+	m    map[string]string
+	data []byte
 }
 
 // diskFiles is what the writer knows the config directory holds, so

@@ -134,6 +134,7 @@ type renderCache struct {
 	headText string
 	scratch  parser.Parser
 	entries  map[string]cachedBackend
+	maps     map[string]renderedMap
 }
 
 // headKey is what the head depends on besides the Options.
@@ -528,7 +529,7 @@ func Render(o Options, want *model.Desired) (map[string][]byte, error) {
 		return nil, err
 	}
 	files := map[string][]byte{}
-	for rel, f := range r.stateFiles(st, cfg) {
+	for rel, f := range r.stateFiles(st, cfg, nil) {
 		if strings.HasSuffix(rel, ".pem") {
 			// Certificate files hold private keys: named, not shown.
 			f.data = []byte("# PEM file, content not shown\n")

@@ -114,7 +114,7 @@ func tlsCheck(t *testing.T, cfg string, st *state, r renderer) {
 		}
 	}
 	dir := t.TempDir()
-	for rel, f := range r.stateFiles(st, "") {
+	for rel, f := range r.stateFiles(st, "", nil) {
 		data := f.data
 		p := filepath.Join(dir, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
