@@ -114,8 +114,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// routes for the next daemon (systemd's RestartKillSignal).
 		handOver := make(chan os.Signal, 1)
 		signal.Notify(handOver, syscall.SIGUSR1)
-		rctx := app.WithReload(app.WithHandOver(ctx, handOver), app.Reload{Signals: hup, Load: src.Load, Level: &level})
-		err = app.Run(rctx, &c, log)
+		rctx := app.WithReload(ctx, app.Reload{Signals: hup, Load: src.Load, Level: &level})
+		err = app.Run(rctx, &c, log, handOver)
 		signal.Stop(handOver)
 	}
 	if err != nil {

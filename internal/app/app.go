@@ -11,8 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,8 +122,10 @@ func httpsPort(c *config.Config) int {
 }
 
 // Run is the daemon. It returns nil after a clean shutdown (ctx cancelled)
-// and an error with one clear line when it cannot start or keep serving.
-func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
+// and an error with one clear line when it cannot start or keep serving. A
+// value on handOver (nil: never) makes it exit in hand-over mode
+// (handover.go).
+func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-chan os.Signal) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -133,10 +136,10 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var handingOver atomic.Bool
-	if ch := handOverRequests(ctx); ch != nil {
+	if handOver != nil {
 		go func() {
 			select {
-			case <-ch:
+			case <-handOver:
 				handingOver.Store(true)
 				log.Info("hand-over restart: exiting with HAProxy serving and BGP routes in place for the next daemon")
 				cancel(errHandOver)
@@ -166,13 +169,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	m := metrics.New()
-	for _, reason := range haproxy.ReloadReasons {
-		for _, result := range []string{"ok", "failed"} {
+	for _, result := range haproxy.Results {
+		for _, reason := range haproxy.ReloadReasons {
 			m.Reloads.WithLabelValues(reason, result)
 		}
-	}
-	for _, kind := range haproxy.RuntimeKinds {
-		for _, result := range []string{"ok", "error"} {
+		for _, kind := range haproxy.RuntimeKinds {
 			m.RuntimeOps.WithLabelValues(kind, result)
 		}
 	}
@@ -523,28 +524,29 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	}
 	l.prev = want
 	res, err := l.drv.Apply(ctx, want)
-	all := append(append([]model.Problem(nil), want.Problems...), res.Quarantined...)
+	all := slices.Concat(want.Problems, res.Dropped, res.Quarantined)
 	l.problems.Report(all)
-	l.m.Problems.Set(float64(len(want.Problems)))
+	// Values the driver dropped were rejected by validation too, only
+	// later; quarantine is what HAProxy itself refused.
+	l.m.Problems.Set(float64(len(want.Problems) + len(res.Dropped)))
 	l.m.Quarantined.Set(float64(len(res.Quarantined)))
 	for k, n := range l.w.Sizes() {
 		l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
 	}
-	for k, n := range res.RuntimeOpsByKind {
-		kind, result, _ := strings.Cut(k, "/")
-		l.m.RuntimeOps.WithLabelValues(kind, result).Add(float64(n))
+	for kind, n := range res.RuntimeOpsByKind {
+		l.m.RuntimeOps.WithLabelValues(kind, res.RuntimeResult).Add(float64(n))
 	}
 	switch {
 	case res.Reloaded:
-		l.m.Reloads.WithLabelValues(res.ReloadReason, "ok").Inc()
+		l.m.Reloads.WithLabelValues(res.ReloadReason, haproxy.ResultOK).Inc()
 	case err != nil && res.ReloadReason != "":
-		l.m.Reloads.WithLabelValues(res.ReloadReason, "failed").Inc()
+		l.m.Reloads.WithLabelValues(res.ReloadReason, haproxy.ResultFailed).Inc()
 	}
 	if err != nil {
 		return res, err
 	}
 	l.m.Generation.Inc()
-	certificateMetrics(l.m, want.TLS, res.Quarantined)
+	certificateMetrics(l.m, want.TLS, slices.Concat(res.Dropped, res.Quarantined))
 	if res.Reloaded {
 		l.log.Info("haproxy reloaded", "why", res.Reason)
 	}

@@ -1,10 +1,6 @@
 package app
 
-import (
-	"context"
-	"errors"
-	"os"
-)
+import "errors"
 
 // A hand-over restart (SIGUSR1, systemd's RestartKillSignal): the daemon
 // exits leaving HAProxy serving and its BGP routes in the kernel; the next
@@ -13,17 +9,5 @@ import (
 // stop (SIGTERM) still takes HAProxy and, unless --bgp-keep-routes-on-exit,
 // the routes with it.
 
-type handOverKey struct{}
-
 // errHandOver ends Run cleanly, like a cancelled context.
 var errHandOver = errors.New("hand-over restart")
-
-// WithHandOver makes Run exit in hand-over mode when a value arrives on ch.
-func WithHandOver(ctx context.Context, ch <-chan os.Signal) context.Context {
-	return context.WithValue(ctx, handOverKey{}, ch)
-}
-
-func handOverRequests(ctx context.Context) <-chan os.Signal {
-	ch, _ := ctx.Value(handOverKey{}).(<-chan os.Signal)
-	return ch
-}

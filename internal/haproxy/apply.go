@@ -36,9 +36,9 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 
 	target, problems := desiredState(want)
 	for _, p := range problems {
-		d.log.Debug("desired value dropped", "object", refString(p.Object), "message", p.Message)
+		d.log.Debug("desired value dropped", "object", p.Object.String(), "message", p.Message)
 	}
-	res := Result{Quarantined: problems}
+	res := Result{Dropped: problems}
 	cur := d.cur
 	if cur == nil {
 		cur = emptyState()
@@ -95,18 +95,27 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 	// The Runtime API goes first: that is the latency that matters, and d.mu
 	// keeps a restart or reload from reading the files in between.
 	start := time.Now()
-	byKind := map[string]int{}
-	rtErr := d.execSteps(ctx, p.tlsPre, byKind)
+	certs, rtErr := d.execCerts(ctx, p.tlsPre)
 	n := 0
 	if rtErr == nil {
 		n, rtErr = d.execRuntime(ctx, next, p.servers, p.maps, p.bulk)
 	}
 	if rtErr == nil {
-		rtErr = d.execSteps(ctx, p.tlsPost, byKind)
+		var post int
+		post, rtErr = d.execCerts(ctx, p.tlsPost)
+		certs += post
 	}
-	n += byKind["cert"]
-	res.RuntimeOps = n
-	res.RuntimeOpsByKind = runtimeKinds(len(p.servers), len(p.maps)+len(p.bulk), byKind, rtErr)
+	res.RuntimeOps = n + certs
+	res.RuntimeOpsByKind = map[string]int{}
+	for kind, n := range map[string]int{RuntimeServer: len(p.servers), RuntimeMap: len(p.maps) + len(p.bulk), RuntimeCert: certs} {
+		if n > 0 {
+			res.RuntimeOpsByKind[kind] = n
+		}
+	}
+	res.RuntimeResult = ResultOK
+	if rtErr != nil {
+		res.RuntimeResult = ResultFailed
+	}
 	if rtErr != nil {
 		// The files must never hold what HAProxy refused: a refused
 		// certificate is dropped, and the rest goes through a checked
@@ -238,10 +247,18 @@ func quarantineProblem(cur *state, spec, fallback backendSpec, reason string) mo
 		kept = "it has no servers until fixed"
 	}
 	return model.Problem{
-		Object:  model.ObjectRef{Kind: "Service", Namespace: spec.Namespace, Name: spec.Service},
-		Reason:  "ConfigRejected",
+		Object:  blamedObject(spec, fallback),
+		Reason:  ReasonConfigRejected,
 		Message: fmt.Sprintf("haproxy rejected backend %s: %s; %s", spec.Name, strings.TrimRight(reason, ". "), kept),
 	}
+}
+
+// blamedObject is the object a rejected backend version is reported on:
+// its Service. A snippet may come from an Ingress or the ConfigMap too,
+// but the model does not say which object set it; once it does, a
+// rejection that disabled the snippet belongs on that object.
+func blamedObject(spec, _ backendSpec) model.ObjectRef {
+	return model.ObjectRef{Kind: "Service", Namespace: spec.Namespace, Name: spec.Service}
 }
 
 // validated renders and checks target; each backend HAProxy blames gets its
@@ -305,7 +322,7 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 			case (kind == "global" || kind == "defaults") && target.global != cur.global:
 				problems = append(problems, model.Problem{
 					Object:  model.ObjectRef{Kind: "ConfigMap"},
-					Reason:  "ConfigRejected",
+					Reason:  ReasonConfigRejected,
 					Message: fmt.Sprintf("haproxy rejected the global settings: %s; the previous ones are kept", reason),
 				})
 				d.log.Warn("global settings quarantined", "reason", reason)
@@ -489,16 +506,5 @@ func (d *Driver) reload(ctx context.Context) error {
 		d.loadedGen = d.diskGen
 		d.dirty = false
 		return nil
-	}
-}
-
-func refString(r model.ObjectRef) string {
-	switch {
-	case r.Kind == "":
-		return ""
-	case r.Namespace == "":
-		return r.Kind + "/" + r.Name
-	default:
-		return r.Kind + "/" + r.Namespace + "/" + r.Name
 	}
 }

@@ -10,7 +10,6 @@
 package haproxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,18 +89,24 @@ type Result struct {
 	Reason string
 	// RuntimeOps counts the Runtime API commands sent.
 	RuntimeOps int
-	// RuntimeOpsByKind counts them by kind ("server", "map", "cert") and
-	// result: keys are "<kind>/ok" and "<kind>/error" (metrics.go).
+	// RuntimeOpsByKind counts the commands of the runtime change by kind
+	// (RuntimeKinds), RuntimeResult says how the change went (ResultOK,
+	// ResultFailed; empty without a runtime change).
 	RuntimeOpsByKind map[string]int
+	RuntimeResult    string
 	// ReloadReason is why HAProxy was (or was to be) reloaded, one of the
 	// Reload* constants; empty when no reload was attempted.
 	ReloadReason string
 	// RetryAfter is set when a reload was deferred by MinReloadInterval:
 	// call Apply again (with the newest Desired) after this long.
 	RetryAfter time.Duration
-	// Quarantined lists the backends HAProxy rejected: they keep their last
-	// good version (or stay empty when new) while the rest is applied.
+	// Quarantined lists what HAProxy rejected (or would: configuration
+	// size): backends keep their last good version (or stay empty when
+	// new), certificates are left out, while the rest is applied.
 	Quarantined []model.Problem
+	// Dropped lists the values the driver's own checks refused before
+	// HAProxy saw them.
+	Dropped []model.Problem
 }
 
 // Version is what `haproxy -vv` reported.
@@ -325,9 +330,6 @@ func findProgram(p string) (string, error) {
 	return "", errors.New("haproxy program not found in PATH nor at /usr/sbin/haproxy")
 }
 
-// Version returns the probed HAProxy version.
-func (d *Driver) Version() Version { return d.version }
-
 // ConfigPath is the haproxy.cfg the Driver writes.
 func (d *Driver) ConfigPath() string { return d.paths.config }
 
@@ -351,13 +353,3 @@ func (d *Driver) Running() bool { return d.running.Load() }
 // Adopted reports whether the running HAProxy was handed over by a previous
 // daemon.
 func (d *Driver) Adopted() bool { return d.running.Load() && d.adopted.Load() }
-
-// Reloads returns the master's reload counter from `show proc`. It restarts
-// from zero when the master is restarted.
-func (d *Driver) Reloads(ctx context.Context) (int, error) {
-	procs, err := d.master.ShowProc(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return procs.Reloads, nil
-}

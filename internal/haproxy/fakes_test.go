@@ -80,6 +80,18 @@ func (r *fakeRuntime) Execute(_ context.Context, cmds []string) ([]string, error
 	return out, nil
 }
 
+// ExecuteTLS records a certificate command with the first line of its
+// payload and answers like HAProxy does on success.
+func (r *fakeRuntime) ExecuteTLS(_ context.Context, cmd, payload string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if payload != "" {
+		cmd += " <<" + strings.SplitN(payload, "\n", 2)[0]
+	}
+	r.cmds = append(r.cmds, cmd)
+	return nil
+}
+
 func (r *fakeRuntime) WorkerPID(context.Context) (int, error) {
 	r.master.mu.Lock()
 	defer r.master.mu.Unlock()

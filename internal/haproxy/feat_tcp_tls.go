@@ -33,7 +33,7 @@ func (r renderer) tcpCertSteps(cur, next *state) []runtimeStep {
 	}
 	path := r.certPath(defaultCertFile)
 	return []runtimeStep{
-		{cmd: "set ssl cert " + path, payload: string(next.tls.defaultCert.pem), kind: "cert"},
-		{cmd: "commit ssl cert " + path, kind: "cert"},
+		{cmd: "set ssl cert " + path, payload: string(next.tls.defaultCert.pem)},
+		{cmd: "commit ssl cert " + path},
 	}
 }

@@ -203,7 +203,7 @@ func applyOK(tb testing.TB, d *Driver, want *model.Desired) Result {
 
 func reloads(tb testing.TB, d *Driver) int {
 	tb.Helper()
-	n, err := d.Reloads(context.Background())
+	n, err := MasterReloads(context.Background(), d.paths.masterSock)
 	if err != nil {
 		tb.Fatal(err)
 	}

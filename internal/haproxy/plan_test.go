@@ -202,3 +202,57 @@ func stepCmds(pre, post []runtimeStep) []string {
 	}
 	return out
 }
+
+// Values the driver's own checks drop are not what HAProxy rejected: they
+// are reported apart from the quarantine.
+func TestDroppedValuesAreNotQuarantined(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	want := desired(oneBackend("ns_a_80", 2, eps("198.18.0.1")))
+	want.Maps[model.MapExact]["ghost.test/"] = "ns_ghost_80"
+	res := mustApply(t, u.Driver, want)
+	if len(res.Quarantined) != 0 || len(res.Dropped) != 1 || res.Dropped[0].Reason != ReasonConfigRejected ||
+		!strings.Contains(res.Dropped[0].Message, "ns_ghost_80") {
+		t.Fatalf("quarantined %+v, dropped %+v; want the map entry dropped only", res.Quarantined, res.Dropped)
+	}
+}
+
+// Certificates change through the Runtime API: added, rotated and removed
+// without a reload, and counted as certificate commands.
+func TestApplyCertificatesAtRuntime(t *testing.T) {
+	u := newUnitDriver(t, Options{HTTPSBindPort: 443})
+	want := desired(oneBackend("ns_a_80", 2, eps("198.18.0.1")))
+	want.TLS.Default = &model.Certificate{Name: model.DefaultCertificateName, PEM: testPEM(t, "default")}
+	mustApply(t, u.Driver, want)
+	u.rt.take()
+	r0 := u.master.count()
+	certs := u.rend.certsDir
+	check := func(what string, wantCmds []string) {
+		t.Helper()
+		res := mustApply(t, u.Driver, want)
+		var got []string
+		for _, c := range u.rt.take() {
+			got = append(got, strings.ReplaceAll(c, certs, "/certs"))
+		}
+		if res.Reloaded || u.master.count() != r0 || !slices.Equal(got, wantCmds) ||
+			res.RuntimeOpsByKind[RuntimeCert] != len(wantCmds) || res.RuntimeResult != ResultOK {
+			t.Fatalf("%s: reloaded %v, commands %q, by kind %v %s; want %q", what, res.Reloaded, got, res.RuntimeOpsByKind, res.RuntimeResult, wantCmds)
+		}
+	}
+	want.TLS.Certificates = []*model.Certificate{{Name: "ns_a-tls", PEM: testPEM(t, "a.test"), Hosts: []string{"a.test"}}}
+	check("added", []string{
+		"new ssl cert /certs/ns_a-tls.pem",
+		"set ssl cert /certs/ns_a-tls.pem <<-----BEGIN CERTIFICATE-----",
+		"commit ssl cert /certs/ns_a-tls.pem",
+		"add ssl crt-list /certs/crt-list <</certs/ns_a-tls.pem a.test",
+	})
+	want.TLS.Default = &model.Certificate{Name: model.DefaultCertificateName, PEM: testPEM(t, "default")}
+	check("default rotated", []string{
+		"set ssl cert /certs/default.pem <<-----BEGIN CERTIFICATE-----",
+		"commit ssl cert /certs/default.pem",
+	})
+	want.TLS.Certificates = nil
+	check("removed", []string{
+		"del ssl crt-list /certs/crt-list /certs/ns_a-tls.pem",
+		"del ssl cert /certs/ns_a-tls.pem",
+	})
+}

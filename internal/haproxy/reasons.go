@@ -15,23 +15,26 @@ const (
 // ReloadReasons lists every reload reason, for metrics.
 var ReloadReasons = []string{ReloadStart, ReloadBackends, ReloadSlots, ReloadGlobal, ReloadFrontend, ReloadTLS, ReloadRecovery}
 
-// RuntimeKinds are the kinds of Runtime API commands, for metrics.
-var RuntimeKinds = []string{"server", "map", "cert"}
+// Results of a reload or a runtime change, for metrics: the same two words
+// for both.
+const (
+	ResultOK     = "ok"
+	ResultFailed = "failed"
+)
 
-// runtimeKinds counts one runtime change's commands by kind and result:
-// when err is set, the commands of the kinds it touched count as errors.
-func runtimeKinds(servers, maps int, tls map[string]int, err error) map[string]int {
-	n := map[string]int{"server": servers, "map": maps + tls["map"], "cert": tls["cert"]}
-	out := map[string]int{}
-	for _, k := range RuntimeKinds {
-		if n[k] == 0 {
-			continue
-		}
-		res := "ok"
-		if err != nil {
-			res = "error"
-		}
-		out[k+"/"+res] = n[k]
-	}
-	return out
-}
+// Results lists every result, for metrics.
+var Results = []string{ResultOK, ResultFailed}
+
+// Kinds of Runtime API commands, for metrics.
+const (
+	RuntimeServer = "server"
+	RuntimeMap    = "map"
+	RuntimeCert   = "cert"
+)
+
+// RuntimeKinds lists every kind of Runtime API command, for metrics.
+var RuntimeKinds = []string{RuntimeServer, RuntimeMap, RuntimeCert}
+
+// ReasonConfigRejected is the problem of a value HAProxy or the driver's
+// own checks refused.
+const ReasonConfigRejected = "ConfigRejected"

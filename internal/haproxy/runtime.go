@@ -19,6 +19,9 @@ type runtimeAPI interface {
 	Execute(ctx context.Context, cmds []string) ([]string, error)
 	// WorkerPID is the pid of the worker that answers on the socket.
 	WorkerPID(ctx context.Context) (int, error)
+	// ExecuteTLS runs one certificate command with its payload (empty:
+	// none) and checks HAProxy's answer.
+	ExecuteTLS(ctx context.Context, cmd, payload string) error
 }
 
 // socketRuntime speaks to the stats socket with raw commands. Several

@@ -168,7 +168,7 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 	st := emptyState()
 	var problems []model.Problem
 	reject := func(obj model.ObjectRef, format string, args ...any) {
-		problems = append(problems, model.Problem{Object: obj, Reason: "ConfigRejected", Message: fmt.Sprintf(format, args...)})
+		problems = append(problems, model.Problem{Object: obj, Reason: ReasonConfigRejected, Message: fmt.Sprintf(format, args...)})
 	}
 	if want == nil {
 		return st, nil

@@ -408,11 +408,10 @@ func (r renderer) tlsFiles(t tlsState) map[string][]byte {
 	return files
 }
 
-// runtimeStep is one Runtime API command, with its payload when it takes
+// runtimeStep is one certificate command, with its payload when it takes
 // one (certificates, crt-list entries).
 type runtimeStep struct {
 	cmd, payload string
-	kind         string // "cert" or "map", for metrics
 }
 
 // tlsCommands moves the TLS state of cur to that of next (same
@@ -425,8 +424,8 @@ func (r renderer) tlsCommands(cur, next *state) (pre, post []runtimeStep) {
 	list := r.certPath(crtListName)
 	set := func(path string, pem []byte) []runtimeStep {
 		return []runtimeStep{
-			{cmd: "set ssl cert " + path, payload: string(pem), kind: "cert"},
-			{cmd: "commit ssl cert " + path, kind: "cert"},
+			{cmd: "set ssl cert " + path, payload: string(pem)},
+			{cmd: "commit ssl cert " + path},
 		}
 	}
 	if !cur.tls.defaultCert.equal(next.tls.defaultCert) {
@@ -438,17 +437,17 @@ func (r renderer) tlsCommands(cur, next *state) (pre, post []runtimeStep) {
 		path := r.certPath(name + ".pem")
 		switch {
 		case oc == nil:
-			certs = append(certs, runtimeStep{cmd: "new ssl cert " + path, kind: "cert"})
+			certs = append(certs, runtimeStep{cmd: "new ssl cert " + path})
 			certs = append(certs, set(path, nc.pem)...)
-			certs = append(certs, runtimeStep{cmd: "add ssl crt-list " + list, payload: r.crtListLine(name, nc), kind: "cert"})
+			certs = append(certs, runtimeStep{cmd: "add ssl crt-list " + list, payload: r.crtListLine(name, nc)})
 		case !nc.equal(oc):
 			if !bytes.Equal(nc.pem, oc.pem) {
 				certs = append(certs, set(path, nc.pem)...)
 			}
 			if !slices.Equal(nc.hosts, oc.hosts) {
 				certs = append(certs,
-					runtimeStep{cmd: "del ssl crt-list " + list + " " + path, kind: "cert"},
-					runtimeStep{cmd: "add ssl crt-list " + list, payload: r.crtListLine(name, nc), kind: "cert"})
+					runtimeStep{cmd: "del ssl crt-list " + list + " " + path},
+					runtimeStep{cmd: "add ssl crt-list " + list, payload: r.crtListLine(name, nc)})
 			}
 		}
 	}
@@ -457,17 +456,11 @@ func (r renderer) tlsCommands(cur, next *state) (pre, post []runtimeStep) {
 		if _, ok := next.tls.certs[name]; !ok {
 			path := r.certPath(name + ".pem")
 			post = append(post,
-				runtimeStep{cmd: "del ssl crt-list " + list + " " + path, kind: "cert"},
-				runtimeStep{cmd: "del ssl cert " + path, kind: "cert"})
+				runtimeStep{cmd: "del ssl crt-list " + list + " " + path},
+				runtimeStep{cmd: "del ssl cert " + path})
 		}
 	}
 	return pre, post
-}
-
-// tlsRuntime sends certificate commands, with a multi-line payload when
-// they take one.
-type tlsRuntime interface {
-	ExecuteTLS(ctx context.Context, cmd, payload string) error
 }
 
 // ExecuteTLS sends one certificate command on a connection of its own: with
@@ -520,23 +513,13 @@ func checkTLSResponse(cmd, resp string) error {
 	return nil
 }
 
-// execSteps runs steps in order and counts the commands by kind.
-func (d *Driver) execSteps(ctx context.Context, steps []runtimeStep, count map[string]int) error {
-	for _, s := range steps {
-		var err error
-		if s.kind == "cert" {
-			tr, ok := d.rt.(tlsRuntime)
-			if !ok {
-				return fmt.Errorf("runtime api: %s: certificate commands not supported", s.cmd)
-			}
-			err = tr.ExecuteTLS(ctx, s.cmd, s.payload)
-		} else {
-			_, err = d.rt.Execute(ctx, []string{s.cmd})
+// execCerts runs the certificate commands in order and counts those that
+// went through.
+func (d *Driver) execCerts(ctx context.Context, steps []runtimeStep) (int, error) {
+	for i, s := range steps {
+		if err := d.rt.ExecuteTLS(ctx, s.cmd, s.payload); err != nil {
+			return i, err
 		}
-		if err != nil {
-			return err
-		}
-		count[s.kind]++
 	}
-	return nil
+	return len(steps), nil
 }

@@ -46,7 +46,7 @@ func Dump(d *Desired) string {
 	case d.DefaultBackend == "":
 		w.WriteString("none (built-in 404)\n")
 	case d.DefaultSource != ObjectRef{}:
-		fmt.Fprintf(&w, "%s from %s\n", d.DefaultBackend, refString(d.DefaultSource))
+		fmt.Fprintf(&w, "%s from %s\n", d.DefaultBackend, d.DefaultSource.String())
 	default:
 		fmt.Fprintf(&w, "%s from --default-backend-service\n", d.DefaultBackend)
 	}
@@ -94,12 +94,12 @@ func Dump(d *Desired) string {
 		if host == "" {
 			host = "(any)"
 		}
-		fmt.Fprintf(&w, "  %s %s %s -> %s (%s)\n", host, r.Path, r.PathType, r.Backend, refString(r.Ingress))
+		fmt.Fprintf(&w, "  %s %s %s -> %s (%s)\n", host, r.Path, r.PathType, r.Backend, r.Ingress.String())
 	}
 
 	w.WriteString("\nserved\n")
 	for _, ref := range d.Served {
-		fmt.Fprintf(&w, "  %s\n", refString(ref))
+		fmt.Fprintf(&w, "  %s\n", ref.String())
 	}
 
 	w.WriteString("\nsecrets\n")
@@ -111,16 +111,9 @@ func Dump(d *Desired) string {
 
 	w.WriteString("\nproblems\n")
 	for _, p := range d.Problems {
-		fmt.Fprintf(&w, "  %s %s: %s\n", refString(p.Object), p.Reason, p.Message)
+		fmt.Fprintf(&w, "  %s %s: %s\n", p.Object, p.Reason, p.Message)
 	}
 	return w.String()
-}
-
-func refString(r ObjectRef) string {
-	if r.Namespace == "" {
-		return r.Kind + " " + r.Name
-	}
-	return r.Kind + " " + r.Namespace + "/" + r.Name
 }
 
 func dur(d time.Duration) string {

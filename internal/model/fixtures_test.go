@@ -139,7 +139,7 @@ func configMap(kv ...string) *corev1.ConfigMap {
 func problemsOf(d *Desired) []string {
 	var out []string
 	for _, p := range d.Problems {
-		out = append(out, refString(p.Object)+" "+p.Reason)
+		out = append(out, p.Object.String()+" "+p.Reason)
 	}
 	return out
 }

@@ -77,7 +77,7 @@ func dumpRequests(t *testing.T, d *Desired, path string) string {
 		case r.PathType == "":
 			fmt.Fprintf(&b, "  %s %s -> %s (default backend)\n", host, p, r.Backend)
 		default:
-			fmt.Fprintf(&b, "  %s %s -> %s (%s: %q %s %s)\n", host, p, r.Backend, refString(r.Ingress), r.Host, r.Path, r.PathType)
+			fmt.Fprintf(&b, "  %s %s -> %s (%s: %q %s %s)\n", host, p, r.Backend, r.Ingress.String(), r.Host, r.Path, r.PathType)
 		}
 	}
 	return b.String()

@@ -781,7 +781,7 @@ func dumpTLS(w *strings.Builder, d *Desired) {
 	cert := func(c *Certificate) {
 		src := "generated"
 		if c.Secret.Name != "" {
-			src = refString(c.Secret)
+			src = c.Secret.String()
 		}
 		fmt.Fprintf(w, "  cert %s from %s subject=%q not-after=%s hosts=%s\n", c.Name, src, c.Subject,
 			c.NotAfter.Format(time.RFC3339), strings.Join(c.Hosts, ","))

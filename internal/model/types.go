@@ -232,6 +232,14 @@ type ObjectRef struct {
 	Name      string
 }
 
+// String writes r as "Kind namespace/name" ("Kind name" without namespace).
+func (r ObjectRef) String() string {
+	if r.Namespace == "" {
+		return r.Kind + " " + r.Name
+	}
+	return r.Kind + " " + r.Namespace + "/" + r.Name
+}
+
 // Problem is a rejected object or value.
 type Problem struct {
 	Object ObjectRef
