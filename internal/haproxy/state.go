@@ -39,7 +39,7 @@ type backendSpec struct {
 	// the files are paths under certs/ named after their content.
 	SSL                    bool
 	Proto, CAFile, CrtFile string
-	// Rules are the rendered frontend-feature rules (feat_rules.go) and
+	// Rules are the rendered HTTP feature rules (feat_http.go) and
 	// Snippet the backend-config-snippet, one directive per line; TCP
 	// makes it a mode tcp backend.
 	Rules, Snippet string

@@ -1,18 +1,17 @@
 package haproxy
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
+
+// Backend HTTP features (model/feat_http.go): redirects, CORS, header and
+// path rewrites, captures and the backend snippet, rendered as rules of the
+// backend section.
 
 // quoteArg writes s as one haproxy.cfg word that HAProxy reads back
 // unchanged: inside single quotes nothing is interpreted (no escape, no
@@ -153,38 +152,6 @@ func corsHeaders(c model.CORS) [][2]string {
 	return out
 }
 
-// errorPage is an error page as HAProxy loads it: a file named by its
-// content, so a changed page is a new file and never changes under a
-// running HAProxy.
-type errorPage struct {
-	code    int
-	file    string // base name in the errorfiles directory
-	content string
-}
-
-func errorPageOf(p model.ErrorPage) errorPage {
-	sum := sha256.Sum256([]byte(p.Content))
-	return errorPage{code: p.Code, file: fmt.Sprintf("%d-%s.http", p.Code, hex.EncodeToString(sum[:6])), content: p.Content}
-}
-
-// extras are the parts of the head (global, defaults, frontends) that the
-// frontend features add; a change needs a reload.
-type extras struct {
-	errorPages []errorPage
-	tcp        []model.TCPService
-	// captures is how many request-capture slots the http frontend
-	// declares, captureLen their length.
-	captures, captureLen int
-}
-
-// key identifies e for the render cache and the reload decision. It prints
-// every field, so a field added later counts without anyone updating it.
-func (e extras) key() string { return fmt.Sprintf("%+v", e) }
-
-func (r renderer) errorFilesDir() string {
-	return filepath.Join(filepath.Dir(r.mapsDir), errorsDirName)
-}
-
 // featureSpec fills the frontend-feature part of spec from b; it reports
 // and returns false when the backend must be left out.
 func featureSpec(spec *backendSpec, b *model.Backend, reject func(string, ...any)) bool {
@@ -209,44 +176,6 @@ func featureSpec(spec *backendSpec, b *model.Backend, reject func(string, ...any
 	return true
 }
 
-// featureExtras collects the head parts of want: error pages with a code
-// HAProxy knows, TCP services whose backend exists, capture slots.
-func featureExtras(want *model.Desired, st *state, reject func(string, ...any)) extras {
-	var e extras
-	for _, p := range want.ErrorPages {
-		if !slices.Contains(model.ErrorFileCodes, p.Code) {
-			reject("error page for status %d: HAProxy has no such error; ignored", p.Code)
-			continue
-		}
-		e.errorPages = append(e.errorPages, errorPageOf(p))
-	}
-	ports := map[int]bool{}
-	for _, t := range want.TCPServices {
-		b := st.backends[t.Backend]
-		switch {
-		case t.Port < 1 || t.Port > 65535 || ports[t.Port]:
-			reject("TCP service port %d is not valid or appears twice; ignored", t.Port)
-		case b == nil || !b.spec.TCP:
-			reject("TCP service port %d: backend %q is not a TCP backend; ignored", t.Port, t.Backend)
-		case t.SSL && (want.TLS.Default == nil || !safePEM(want.TLS.Default.PEM)):
-			reject("TCP service port %d: TLS termination needs the default certificate, which is missing; the port is not served", t.Port)
-		default:
-			ports[t.Port] = true
-			e.tcp = append(e.tcp, t)
-		}
-	}
-	for _, b := range want.Backends {
-		if b == nil || b.TCP || st.backends[b.Name] == nil {
-			continue
-		}
-		if n := len(b.HTTP.Captures); n > 0 {
-			e.captures = max(e.captures, n)
-			e.captureLen = max(e.captureLen, b.HTTP.CaptureLen, 1)
-		}
-	}
-	return e
-}
-
 // withBackendFeatures appends the feature rules and the snippet to a
 // rendered backend section.
 func withBackendFeatures(text string, spec backendSpec) string {
@@ -269,125 +198,4 @@ func withBackendFeatures(text string, spec backendSpec) string {
 		}
 	}
 	return b.String()
-}
-
-// insertLines puts lines (indented) right after the line header of text;
-// text is returned unchanged when header is missing.
-func insertLines(text, header string, lines []string) string {
-	if len(lines) == 0 {
-		return text
-	}
-	i := strings.Index(text, header+"\n")
-	if i < 0 || (i > 0 && text[i-1] != '\n') {
-		return text
-	}
-	i += len(header) + 1
-	var b strings.Builder
-	b.WriteString(text[:i])
-	for _, l := range lines {
-		b.WriteString("  ")
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	b.WriteString(text[i:])
-	return b.String()
-}
-
-// headFeatures adds to the rendered head what the features need: log
-// targets and the global snippet in global, logging and error pages in
-// defaults, capture slots in the http frontend, and the TCP frontends.
-func (r renderer) headFeatures(text string, st *state) string {
-	g := st.global
-	logging := false
-	var globalLines, defaultsLines []string
-	for _, s := range g.Log.Servers {
-		if s.Address == "" {
-			continue
-		}
-		if l, ok := syslogLine(s); ok {
-			globalLines = append(globalLines, l)
-			logging = true
-		}
-	}
-	if g.ConfigSnippet != "" && lineSafe(strings.ReplaceAll(g.ConfigSnippet, "\n", " ")) {
-		globalLines = append(globalLines, strings.Split(g.ConfigSnippet, "\n")...)
-	}
-	if logging {
-		defaultsLines = append(defaultsLines, "log global")
-		if g.Log.Format != "" && lineSafe(g.Log.Format) {
-			defaultsLines = append(defaultsLines, "log-format "+quoteArg(g.Log.Format))
-		} else {
-			defaultsLines = append(defaultsLines, "option httplog")
-		}
-		if !g.Log.LogNull {
-			defaultsLines = append(defaultsLines, "option dontlognull")
-		}
-	}
-	for _, p := range st.extras.errorPages {
-		defaultsLines = append(defaultsLines, fmt.Sprintf("errorfile %d %s", p.code, filepath.Join(r.errorFilesDir(), p.file)))
-	}
-	text = insertLines(text, "global", globalLines)
-	text = insertLines(text, "defaults "+defaultsName, defaultsLines)
-	var capture []string
-	for range st.extras.captures {
-		capture = append(capture, fmt.Sprintf("declare capture request len %d", st.extras.captureLen))
-	}
-	text = insertLines(text, "frontend http from "+defaultsName, capture)
-
-	var b strings.Builder
-	b.WriteString(text)
-	for _, t := range st.extras.tcp {
-		fmt.Fprintf(&b, "\nfrontend tcp_%d from %s\n  mode tcp\n", t.Port, defaultsName)
-		for _, h := range r.tcpHosts {
-			fmt.Fprintf(&b, "  bind %s%s\n", net.JoinHostPort(h, strconv.Itoa(t.Port)), r.tcpBindTLS(t))
-		}
-		if logging {
-			b.WriteString("  option tcplog\n")
-		}
-		fmt.Fprintf(&b, "  default_backend %s\n", t.Backend)
-	}
-	return b.String()
-}
-
-// syslogLine renders one syslog-server as a global log directive.
-func syslogLine(s model.SyslogServer) (string, bool) {
-	target := s.Address
-	switch {
-	case s.Address == "stdout" || s.Address == "stderr":
-	case net.ParseIP(s.Address) == nil:
-		return "", false
-	case s.Port != 0:
-		target = net.JoinHostPort(s.Address, strconv.Itoa(s.Port))
-	case strings.Contains(s.Address, ":"):
-		target = "[" + s.Address + "]"
-	}
-	parts := []string{"log", target}
-	if s.Length > 0 {
-		parts = append(parts, "len", strconv.Itoa(s.Length))
-	}
-	if s.Format != "" {
-		parts = append(parts, "format", s.Format)
-	}
-	parts = append(parts, s.Facility)
-	if s.Level != "" {
-		parts = append(parts, s.Level)
-		if s.MinLevel != "" {
-			parts = append(parts, s.MinLevel)
-		}
-	}
-	l := strings.Join(parts, " ")
-	return l, safeWords(l)
-}
-
-// tcpHosts are the addresses TCP services listen on: the daemon's IPv4
-// and IPv6 bind addresses, whatever --disable-http says.
-func tcpHosts(o Options) []string {
-	var out []string
-	if !o.DisableIPv4 {
-		out = append(out, o.IPv4BindAddress)
-	}
-	if !o.DisableIPv6 {
-		out = append(out, o.IPv6BindAddress)
-	}
-	return out
 }

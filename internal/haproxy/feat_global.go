@@ -1,0 +1,136 @@
+package haproxy
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// Global features (model/feat_global.go): logging and the global snippet,
+// and how the frontend features are added to the rendered head.
+
+// extras are the parts of the head (global, defaults, frontends) that the
+// frontend features add; a change needs a reload.
+type extras struct {
+	errorPages []errorPage
+	tcp        []model.TCPService
+	// captures is how many request-capture slots the http frontend
+	// declares, captureLen their length.
+	captures, captureLen int
+}
+
+// key identifies e for the render cache and the reload decision. It prints
+// every field, so a field added later counts without anyone updating it.
+func (e extras) key() string { return fmt.Sprintf("%+v", e) }
+
+// insertLines puts lines (indented) right after the line header of text;
+// text is returned unchanged when header is missing.
+func insertLines(text, header string, lines []string) string {
+	if len(lines) == 0 {
+		return text
+	}
+	i := strings.Index(text, header+"\n")
+	if i < 0 || (i > 0 && text[i-1] != '\n') {
+		return text
+	}
+	i += len(header) + 1
+	var b strings.Builder
+	b.WriteString(text[:i])
+	for _, l := range lines {
+		b.WriteString("  ")
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	b.WriteString(text[i:])
+	return b.String()
+}
+
+// headFeatures adds to the rendered head what the features need: log
+// targets and the global snippet in global, logging and error pages in
+// defaults, capture slots in the http frontend, and the TCP frontends.
+func (r renderer) headFeatures(text string, st *state) string {
+	g := st.global
+	logging := false
+	var globalLines, defaultsLines []string
+	for _, s := range g.Log.Servers {
+		if s.Address == "" {
+			continue
+		}
+		if l, ok := syslogLine(s); ok {
+			globalLines = append(globalLines, l)
+			logging = true
+		}
+	}
+	if g.ConfigSnippet != "" && lineSafe(strings.ReplaceAll(g.ConfigSnippet, "\n", " ")) {
+		globalLines = append(globalLines, strings.Split(g.ConfigSnippet, "\n")...)
+	}
+	if logging {
+		defaultsLines = append(defaultsLines, "log global")
+		if g.Log.Format != "" && lineSafe(g.Log.Format) {
+			defaultsLines = append(defaultsLines, "log-format "+quoteArg(g.Log.Format))
+		} else {
+			defaultsLines = append(defaultsLines, "option httplog")
+		}
+		if !g.Log.LogNull {
+			defaultsLines = append(defaultsLines, "option dontlognull")
+		}
+	}
+	for _, p := range st.extras.errorPages {
+		defaultsLines = append(defaultsLines, fmt.Sprintf("errorfile %d %s", p.code, filepath.Join(r.errorFilesDir(), p.file)))
+	}
+	text = insertLines(text, "global", globalLines)
+	text = insertLines(text, "defaults "+defaultsName, defaultsLines)
+	var capture []string
+	for range st.extras.captures {
+		capture = append(capture, fmt.Sprintf("declare capture request len %d", st.extras.captureLen))
+	}
+	text = insertLines(text, "frontend http from "+defaultsName, capture)
+
+	var b strings.Builder
+	b.WriteString(text)
+	for _, t := range st.extras.tcp {
+		fmt.Fprintf(&b, "\nfrontend tcp_%d from %s\n  mode tcp\n", t.Port, defaultsName)
+		for _, h := range r.tcpHosts {
+			fmt.Fprintf(&b, "  bind %s%s\n", net.JoinHostPort(h, strconv.Itoa(t.Port)), r.tcpBindTLS(t))
+		}
+		if logging {
+			b.WriteString("  option tcplog\n")
+		}
+		fmt.Fprintf(&b, "  default_backend %s\n", t.Backend)
+	}
+	return b.String()
+}
+
+// syslogLine renders one syslog-server as a global log directive.
+func syslogLine(s model.SyslogServer) (string, bool) {
+	target := s.Address
+	switch {
+	case s.Address == "stdout" || s.Address == "stderr":
+	case net.ParseIP(s.Address) == nil:
+		return "", false
+	case s.Port != 0:
+		target = net.JoinHostPort(s.Address, strconv.Itoa(s.Port))
+	case strings.Contains(s.Address, ":"):
+		target = "[" + s.Address + "]"
+	}
+	parts := []string{"log", target}
+	if s.Length > 0 {
+		parts = append(parts, "len", strconv.Itoa(s.Length))
+	}
+	if s.Format != "" {
+		parts = append(parts, "format", s.Format)
+	}
+	parts = append(parts, s.Facility)
+	if s.Level != "" {
+		parts = append(parts, s.Level)
+		if s.MinLevel != "" {
+			parts = append(parts, s.MinLevel)
+		}
+	}
+	l := strings.Join(parts, " ")
+	return l, safeWords(l)
+}

@@ -1,0 +1,83 @@
+package haproxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
+)
+
+// Error pages and TCP services (model/feat_pages.go): files named by their
+// content and frontends of their own, parts of the head.
+
+// errorPage is an error page as HAProxy loads it: a file named by its
+// content, so a changed page is a new file and never changes under a
+// running HAProxy.
+type errorPage struct {
+	code    int
+	file    string // base name in the errorfiles directory
+	content string
+}
+
+func errorPageOf(p model.ErrorPage) errorPage {
+	sum := sha256.Sum256([]byte(p.Content))
+	return errorPage{code: p.Code, file: fmt.Sprintf("%d-%s.http", p.Code, hex.EncodeToString(sum[:6])), content: p.Content}
+}
+
+func (r renderer) errorFilesDir() string {
+	return filepath.Join(filepath.Dir(r.mapsDir), errorsDirName)
+}
+
+// featureExtras collects the head parts of want: error pages with a code
+// HAProxy knows, TCP services whose backend exists, capture slots.
+func featureExtras(want *model.Desired, st *state, reject func(string, ...any)) extras {
+	var e extras
+	for _, p := range want.ErrorPages {
+		if !slices.Contains(model.ErrorFileCodes, p.Code) {
+			reject("error page for status %d: HAProxy has no such error; ignored", p.Code)
+			continue
+		}
+		e.errorPages = append(e.errorPages, errorPageOf(p))
+	}
+	ports := map[int]bool{}
+	for _, t := range want.TCPServices {
+		b := st.backends[t.Backend]
+		switch {
+		case t.Port < 1 || t.Port > 65535 || ports[t.Port]:
+			reject("TCP service port %d is not valid or appears twice; ignored", t.Port)
+		case b == nil || !b.spec.TCP:
+			reject("TCP service port %d: backend %q is not a TCP backend; ignored", t.Port, t.Backend)
+		case t.SSL && (want.TLS.Default == nil || !safePEM(want.TLS.Default.PEM)):
+			reject("TCP service port %d: TLS termination needs the default certificate, which is missing; the port is not served", t.Port)
+		default:
+			ports[t.Port] = true
+			e.tcp = append(e.tcp, t)
+		}
+	}
+	for _, b := range want.Backends {
+		if b == nil || b.TCP || st.backends[b.Name] == nil {
+			continue
+		}
+		if n := len(b.HTTP.Captures); n > 0 {
+			e.captures = max(e.captures, n)
+			e.captureLen = max(e.captureLen, b.HTTP.CaptureLen, 1)
+		}
+	}
+	return e
+}
+
+// tcpHosts are the addresses TCP services listen on: the daemon's IPv4
+// and IPv6 bind addresses, whatever --disable-http says.
+func tcpHosts(o Options) []string {
+	var out []string
+	if !o.DisableIPv4 {
+		out = append(out, o.IPv4BindAddress)
+	}
+	if !o.DisableIPv6 {
+		out = append(out, o.IPv6BindAddress)
+	}
+	return out
+}
