@@ -13,7 +13,7 @@ import (
 func TestAnnotationScopeEvents(t *testing.T) {
 	e := newEnv(t)
 	d := e.startDaemon()
-	p := e.pods("scope", 84, 1)
+	p := e.pods("scope", 172, 1)
 	e.service("app", map[string]string{
 		"haproxy.org/ssl-redirect":   "true", // Ingress and ConfigMap only
 		"haproxy.org/timeout-server": "5s",
@@ -22,6 +22,8 @@ func TestAnnotationScopeEvents(t *testing.T) {
 		"haproxy.org/timeout-tunnel":      "5s",        // ConfigMap only
 		"haproxy.org/load-balanse":        "leastconn", // misspelt
 		"ingress.kubernetes.io/auth-type": "basic",     // ingress-nginx's value
+		// Snippets are off: the Event goes to this Ingress.
+		"haproxy.org/backend-config-snippet": "http-response set-header X-Snippet yes",
 	}, rule{host: "scope.test", path: "/", service: "app"})
 	d.expect("scope.test", "/", 200, "scope-0")
 
@@ -30,6 +32,7 @@ func TestAnnotationScopeEvents(t *testing.T) {
 		{"Ingress", "UnknownAnnotation", "haproxy.org/load-balanse"},
 		{"Ingress", "ForeignAnnotation", "ingress.kubernetes.io/auth-type"},
 		{"Service", "AnnotationScope", "haproxy.org/ssl-redirect"},
+		{"Ingress", "SnippetDisabled", "backend-config-snippet"},
 	} {
 		ev := e.event(c.kind, "app", c.reason)
 		if ev.Type != "Warning" || !strings.Contains(ev.Message, c.text) {
@@ -46,4 +49,20 @@ func TestAnnotationScopeEvents(t *testing.T) {
 	}
 	// Still served by the pod, not denied by the foreign auth-type.
 	d.expect("scope.test", "/", 200, "scope-0")
+}
+
+// TestSnippetRejectedOnItsIngress: a backend snippet HAProxy rejects is
+// reported on the Ingress that set it, not on the Service it shares.
+func TestSnippetRejectedOnItsIngress(t *testing.T) {
+	e := newEnv(t)
+	d := e.startDaemon("--config-snippets=backend")
+	p := e.pods("snipo", 173, 1)
+	e.service("shared", nil, p[0])
+	e.ingress("tenant", map[string]string{"haproxy.org/backend-config-snippet": "http-response no-such-action x"},
+		rule{host: "snipo.test", path: "/", service: "shared"})
+	d.expect("snipo.test", "/", 200, "snipo-0")
+	ev := e.event("Ingress", "tenant", "ConfigRejected")
+	if !strings.Contains(ev.Message, "snippet") {
+		t.Errorf("event message %q does not name the snippet", ev.Message)
+	}
 }

@@ -240,25 +240,21 @@ func fallbackSpec(cur *state, spec backendSpec) backendSpec {
 
 func quarantineProblem(cur *state, spec, fallback backendSpec, reason string) model.Problem {
 	kept := "its last good version is kept"
+	obj := model.ObjectRef{Kind: "Service", Namespace: spec.Namespace, Name: spec.Service}
 	switch {
 	case spec.Snippet != "" && fallback.Snippet == "" && fallback.Slots == spec.Slots:
 		kept = "its backend-config-snippet is disabled, the rest is applied"
+		if spec.SnippetFrom != (model.ObjectRef{}) {
+			obj = spec.SnippetFrom
+		}
 	case cur.backends[spec.Name] == nil:
 		kept = "it has no servers until fixed"
 	}
 	return model.Problem{
-		Object:  blamedObject(spec, fallback),
+		Object:  obj,
 		Reason:  ReasonConfigRejected,
 		Message: fmt.Sprintf("haproxy rejected backend %s: %s; %s", spec.Name, strings.TrimRight(reason, ". "), kept),
 	}
-}
-
-// blamedObject is the object a rejected backend version is reported on:
-// its Service. A snippet may come from an Ingress or the ConfigMap too,
-// but the model does not say which object set it; once it does, a
-// rejection that disabled the snippet belongs on that object.
-func blamedObject(spec, _ backendSpec) model.ObjectRef {
-	return model.ObjectRef{Kind: "Service", Namespace: spec.Namespace, Name: spec.Service}
 }
 
 // validated renders and checks target; each backend HAProxy blames gets its

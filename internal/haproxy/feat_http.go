@@ -173,6 +173,9 @@ func featureSpec(spec *backendSpec, b *model.Backend, reject func(string, ...any
 		}
 	}
 	spec.Snippet = strings.Join(b.HTTP.Snippet, "\n")
+	if spec.Snippet != "" {
+		spec.SnippetFrom = b.HTTP.SnippetFrom
+	}
 	return true
 }
 

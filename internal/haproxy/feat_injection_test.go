@@ -303,14 +303,20 @@ func TestSnippetFallback(t *testing.T) {
 	bad := good
 	bad.Rules = "http-request set-header A 'c'"
 	bad.Snippet = "http-response bogus"
+	bad.SnippetFrom = model.ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "tenant"}
 	fb := fallbackSpec(cur, bad)
 	want := bad
 	want.Snippet = ""
 	if fb != want {
 		t.Fatalf("first fallback %+v, want the spec without its snippet", fb)
 	}
-	if msg := quarantineProblem(cur, bad, fb, "bogus").Message; !strings.Contains(msg, "snippet is disabled") {
-		t.Fatalf("problem %q does not say the snippet is disabled", msg)
+	p := quarantineProblem(cur, bad, fb, "bogus")
+	if !strings.Contains(p.Message, "snippet is disabled") {
+		t.Fatalf("problem %q does not say the snippet is disabled", p.Message)
+	}
+	// The Event goes to the Ingress that set the snippet, not the Service.
+	if p.Object != bad.SnippetFrom {
+		t.Fatalf("problem on %+v, want %+v", p.Object, bad.SnippetFrom)
 	}
 	if fb2 := fallbackSpec(cur, fb); fb2 != good {
 		t.Fatalf("second fallback %+v, want the last good version", fb2)

@@ -43,7 +43,9 @@ type backendSpec struct {
 	// Snippet the backend-config-snippet, one directive per line; TCP
 	// makes it a mode tcp backend.
 	Rules, Snippet string
-	TCP            bool
+	// SnippetFrom set the snippet: a rejected snippet is reported there.
+	SnippetFrom model.ObjectRef
+	TCP         bool
 	// Features are health checks, persistence, client identity, access
 	// control, authentication and rate limiting (feat_backend.go).
 	Features model.BackendFeatures

@@ -189,15 +189,17 @@ func (b *builder) snippetSwitch() {
 		b.d.Global.ConfigSnippet = ""
 		b.problem(cmRef, ReasonSnippetDisabled, "key global-config-snippet ignored: global snippets are off (--config-snippets=global enables them)")
 	}
-	if enabled("backend") {
-		return
-	}
 	for _, be := range b.d.Backends {
 		if len(be.HTTP.Snippet) == 0 {
 			continue
 		}
+		from := b.origin(backendSnippet.index, be)
+		if enabled("backend") {
+			be.HTTP.SnippetFrom = from
+			continue
+		}
 		be.HTTP.Snippet = nil
-		b.problem(serviceRef(be.Namespace, be.Service), ReasonSnippetDisabled,
+		b.problem(from, ReasonSnippetDisabled,
 			"backend-config-snippet of backend %s ignored: backend snippets are off (--config-snippets=backend enables them)", be.Name)
 	}
 }
@@ -270,5 +272,8 @@ func dumpHTTPRules(w *strings.Builder, b *Backend) {
 	}
 	for _, l := range h.Snippet {
 		fmt.Fprintf(w, "  snippet %q\n", l)
+	}
+	if h.SnippetFrom != (ObjectRef{}) {
+		fmt.Fprintf(w, "  snippet-from %s\n", h.SnippetFrom)
 	}
 }

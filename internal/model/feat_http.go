@@ -36,6 +36,9 @@ type HTTPRules struct {
 	// Snippet is backend-config-snippet, one directive per line; empty
 	// unless --config-snippets enables "backend".
 	Snippet []string
+	// SnippetFrom is the object whose annotation (or the ConfigMap) set
+	// Snippet: Events about the snippet go to it.
+	SnippetFrom ObjectRef
 }
 
 // Header is one header to set: a token name and a value of printable
@@ -136,10 +139,10 @@ func frontendFeatureSettings() []Setting {
 			Doc: "Answer preflight OPTIONS requests with 204 and the CORS headers from HAProxy instead of the pods.",
 		}, boolParser(), func(b *backendDraft, v bool) { b.HTTP.CORS.RespondToOptions = v }),
 
-		backendSetting(Setting{
+		backendSnippet.registerBackend(Setting{
 			Name: "backend-config-snippet", Scopes: backendScopes, Example: "http-send-name-header x-dst-server",
 			Doc: "Raw HAProxy directives added to the backend, one per line. Ignored unless --config-snippets enables backend. Only request/response rules, ACLs and tuning directives are allowed (acl, http-request, http-response, http-after-response, tcp-request, tcp-response, http-check, option, timeout, compression, http-reuse, http-send-name-header, retries, retry-on, hash-type, balance, fullconn, hash-balance-factor, max-keep-alive-queue, unique-id-format, unique-id-header), and none that names a file, changes maps or ACLs, or runs Lua or a service. A snippet HAProxy rejects is dropped from its backend alone, with an Event.",
-		}, snippetParser(backendSnippetDirectives), func(b *backendDraft, v []string) { b.HTTP.Snippet = v }),
+		}, func(b *backendDraft, v []string) { b.HTTP.Snippet = v }),
 		globalSetting(Setting{
 			Name: "global-config-snippet", Scopes: ScopeConfigMap, Example: "tune.bufsize 32768",
 			Doc: "Raw HAProxy directives added to the global section, one per line. Ignored unless --config-snippets enables global.",
@@ -510,6 +513,9 @@ var snippetArgsRefused = []string{
 	"file", "lf-file", "errorfile", "errorfiles", "errorloc", "ca-file", "crt", "crl-file",
 	"set-map", "del-map", "add-acl", "del-acl", "lua", "use-service",
 }
+
+// backendSnippet is backend-config-snippet, whose origin Events name.
+var backendSnippet = newHandle(snippetParser(backendSnippetDirectives))
 
 // snippetParser accepts raw directives, one per line. It cannot judge them
 // (`haproxy -c` does); it keeps each line inside its section: no control

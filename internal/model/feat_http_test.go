@@ -47,7 +47,8 @@ func TestHTTPRulesParsed(t *testing.T) {
 		Captures:        []string{"cookie(id)", "hdr(User-Agent)"}, CaptureLen: 64,
 		CORS: CORS{Enabled: true, Origins: []string{"https://a.example", "https://b.example:8443"},
 			Methods: []string{"GET", "POST"}, Headers: []string{"*"}, MaxAge: time.Minute, RespondToOptions: true},
-		Snippet: []string{"http-send-name-header x-dst", "option  httpchk"},
+		Snippet:     []string{"http-send-name-header x-dst", "option  httpchk"},
+		SnippetFrom: ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "a"},
 	}
 	if got, w := Dump(&Desired{Backends: []*Backend{b}}), Dump(&Desired{Backends: []*Backend{{Name: b.Name, Namespace: b.Namespace, Service: b.Service, Port: b.Port,
 		Balance: b.Balance, Check: b.Check, ForwardedFor: b.ForwardedFor, Slots: b.Slots, HTTP: want}}}); got != w {
@@ -66,12 +67,55 @@ func TestSnippetsOffByDefault(t *testing.T) {
 	for _, p := range d.Problems {
 		reasons = append(reasons, p.Object.Kind+" "+p.Reason)
 	}
-	if !slices.Contains(reasons, "ConfigMap SnippetDisabled") || !slices.Contains(reasons, "Service SnippetDisabled") {
-		t.Fatalf("problems %v, want SnippetDisabled on the ConfigMap and the Service", reasons)
+	// Each Event goes to the object that set the snippet: here the Ingress.
+	if !slices.Contains(reasons, "ConfigMap SnippetDisabled") || !slices.Contains(reasons, "Ingress SnippetDisabled") {
+		t.Fatalf("problems %v, want SnippetDisabled on the ConfigMap and the Ingress", reasons)
 	}
 	_, d = featureBackend(t, Options{ConfigSnippets: []string{"global"}}, configMap("global-config-snippet=tune.bufsize 32768\ntune.maxrewrite 1024"))
 	if d.Global.ConfigSnippet != "tune.bufsize 32768\ntune.maxrewrite 1024" {
 		t.Fatalf("global snippet %q", d.Global.ConfigSnippet)
+	}
+}
+
+// TestSnippetOrigin: the backend snippet's origin follows the precedence of
+// its value (Service, oldest Ingress that sets it, ConfigMap); Events about
+// the snippet go there.
+func TestSnippetOrigin(t *testing.T) {
+	const snippet = "backend-config-snippet=http-send-name-header x-dst"
+	for _, tc := range []struct {
+		name     string
+		cm       string
+		svc, ing []string
+		want     ObjectRef
+	}{
+		{name: "service beats ingress", svc: []string{"haproxy.org/" + snippet}, ing: []string{"haproxy.org/" + snippet},
+			want: ObjectRef{Kind: "Service", Namespace: "ns", Name: "web"}},
+		{name: "ingress", ing: []string{"haproxy.org/" + snippet}, want: ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "a"}},
+		{name: "configmap", cm: snippet, want: ObjectRef{Kind: "ConfigMap", Namespace: "haproxy-controller", Name: "haproxy-kubernetes-ingress"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cm *corev1.ConfigMap
+			if tc.cm != "" {
+				cm = configMap(tc.cm)
+			}
+			svc := service("ns", "web", svcPort("", 80, 8080))
+			svc.Annotations = annotations(nil, tc.svc...)
+			s := &Snapshot{Ingresses: []*networkingv1.Ingress{webIngress("a", 0, tc.ing...)}, Services: []*corev1.Service{svc}, ConfigMap: cm}
+			d := Build(s, Options{ConfigSnippets: []string{"backend"}})
+			if b := backendByName(t, d, "ns_web_80"); b.HTTP.SnippetFrom != tc.want {
+				t.Errorf("enabled: snippet from %+v, want %+v", b.HTTP.SnippetFrom, tc.want)
+			}
+			d = Build(s, Options{})
+			var got []ObjectRef
+			for _, p := range d.Problems {
+				if p.Reason == ReasonSnippetDisabled {
+					got = append(got, p.Object)
+				}
+			}
+			if !slices.Equal(got, []ObjectRef{tc.want}) {
+				t.Errorf("disabled: SnippetDisabled on %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
 

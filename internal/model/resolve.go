@@ -241,6 +241,29 @@ func (b *builder) applyBackendSettings(d *backendDraft, st *backendState, svc *c
 	}
 }
 
+// origin is the object whose value of backend setting i be uses, by
+// applyBackendSettings's precedence: its Service, else the oldest of its
+// Ingresses that sets it, else the ConfigMap.
+func (b *builder) origin(i int, be *Backend) ObjectRef {
+	s := &settings[i]
+	if svc := b.services[nsName{be.Namespace, be.Service}]; svc != nil && s.Scopes&ScopeService != 0 {
+		if _, ok := b.svcValues[svc][i]; ok {
+			return serviceRef(be.Namespace, be.Service)
+		}
+	}
+	if st := b.backends[be.Name]; st != nil && s.Scopes&ScopeIngress != 0 {
+		for _, ing := range st.users {
+			if _, ok := b.ingValues[ing][i]; ok {
+				return ingressRef(ing)
+			}
+		}
+	}
+	if cm := b.s.ConfigMap; cm != nil {
+		return ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}
+	}
+	return serviceRef(be.Namespace, be.Service)
+}
+
 // ingressValue is the value of setting i from the oldest Ingress routing to
 // the backend that sets it; younger Ingresses that disagree are told so.
 func (b *builder) ingressValue(i int, st *backendState) (string, bool) {

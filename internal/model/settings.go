@@ -84,6 +84,14 @@ func (h *handle[T]) register(s Setting, t Target) Setting {
 	return s
 }
 
+// registerBackend binds h to s as a backend setting whose value set
+// writes into the backend.
+func (h *handle[T]) registerBackend(s Setting, set func(*backendDraft, T)) Setting {
+	s = backendSetting(s, h.p, set)
+	s.bind = &h.index
+	return s
+}
+
 // raw is the value v holds for the setting.
 func (h *handle[T]) raw(v values) (string, bool) {
 	if h.index < 0 {
