@@ -106,6 +106,8 @@ type builder struct {
 	// nsDefaults are the namespaces' own default backends: the oldest
 	// spec.defaultBackend of each namespace.
 	nsDefaults map[string]string
+	// secrets indexes the snapshot's Secrets once (secret).
+	secrets map[nsName]*corev1.Secret
 }
 
 func newBuilder(s *Snapshot, o Options) *builder {

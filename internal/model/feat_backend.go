@@ -269,15 +269,8 @@ func (b *builder) finishFeatures(d *backendDraft, st *backendState) {
 		b.userProblem(st, ReasonSecretNotWatched, "auth-secret %s is not read: %s; backend %s answers %d", name, why, st.name, denyUnavailable)
 		return
 	}
-	var data map[string][]byte
-	found := false
-	for _, s := range b.s.Secrets {
-		if s != nil && s.Namespace == ns && s.Name == name {
-			data, found = s.Data, true
-			break
-		}
-	}
-	if !found {
+	sec := b.secret(nsName{ns, name})
+	if sec == nil {
 		// Closed either way; a Secret whose watch has just started is not
 		// reported as missing.
 		d.failClosed(denyUnavailable)
@@ -288,8 +281,8 @@ func (b *builder) finishFeatures(d *backendDraft, st *backendState) {
 		return
 	}
 	var lines []string
-	for _, user := range slices.Sorted(maps.Keys(data)) {
-		hash := strings.TrimRight(string(data[user]), "\r\n")
+	for _, user := range slices.Sorted(maps.Keys(sec.Data)) {
+		hash := strings.TrimRight(string(sec.Data[user]), "\r\n")
 		if err := checkUser(user, hash); err != nil {
 			b.userProblem(st, ReasonInvalidAuthSecret, "auth-secret %s: user %q: %v; the user is ignored", ref, user, err)
 			continue

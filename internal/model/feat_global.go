@@ -204,8 +204,9 @@ func (b *builder) snippetSwitch() {
 	}
 }
 
-// ReasonSnippetDisabled is the Event reason for a snippet set while
-// --config-snippets leaves its kind off.
+// Event reasons of the global features: a snippet set while
+// --config-snippets leaves its kind off, an error page HAProxy cannot
+// serve, a TCP service entry that cannot apply.
 const (
 	ReasonSnippetDisabled  = "SnippetDisabled"
 	ReasonInvalidErrorFile = "InvalidErrorFile"
@@ -239,41 +240,5 @@ func dumpGlobalFeatures(w *strings.Builder, d *Desired) {
 			ssl = " ssl"
 		}
 		fmt.Fprintf(w, "  tcp-service %d%s -> %s\n", t.Port, ssl, t.Backend)
-	}
-}
-
-// dumpHTTPRules writes a backend's frontend-feature rules for Dump.
-func dumpHTTPRules(w *strings.Builder, b *Backend) {
-	h := b.HTTP
-	if b.TCP {
-		w.WriteString("  mode tcp\n")
-	}
-	if h.Redirect != "" {
-		fmt.Fprintf(w, "  request-redirect %q code %d\n", h.Redirect, h.RedirectCode)
-	}
-	if h.RewriteTo != "" {
-		fmt.Fprintf(w, "  path-rewrite %q %q\n", h.RewriteRegex, h.RewriteTo)
-	}
-	if h.SetHost != "" {
-		fmt.Fprintf(w, "  set-host %q\n", h.SetHost)
-	}
-	for _, x := range h.RequestHeaders {
-		fmt.Fprintf(w, "  request-set-header %s %q\n", x.Name, x.Value)
-	}
-	for _, x := range h.ResponseHeaders {
-		fmt.Fprintf(w, "  response-set-header %s %q\n", x.Name, x.Value)
-	}
-	for _, c := range h.Captures {
-		fmt.Fprintf(w, "  request-capture %q len %d\n", c, h.CaptureLen)
-	}
-	if c := h.CORS; c.Enabled {
-		fmt.Fprintf(w, "  cors any-origin=%t origins=%q regex=%q methods=%q headers=%q credentials=%t max-age=%s respond-to-options=%t\n",
-			c.AnyOrigin, c.Origins, c.OriginRegex, c.Methods, c.Headers, c.Credentials, dur(c.MaxAge), c.RespondToOptions)
-	}
-	for _, l := range h.Snippet {
-		fmt.Fprintf(w, "  snippet %q\n", l)
-	}
-	if h.SnippetFrom != (ObjectRef{}) {
-		fmt.Fprintf(w, "  snippet-from %s\n", h.SnippetFrom)
 	}
 }

@@ -74,7 +74,7 @@ const (
 
 func frontendFeatureSettings() []Setting {
 	const ingScopes = ScopeConfigMap | ScopeIngress
-	return append([]Setting{
+	return []Setting{
 		backendSetting(Setting{
 			Name: "request-redirect", Scopes: ingScopes, Example: "example.com:8443",
 			Doc: "Redirect every request to this host (host or host:port, path and query kept) or to this absolute http(s) URL.",
@@ -147,7 +147,7 @@ func frontendFeatureSettings() []Setting {
 			Name: "global-config-snippet", Scopes: ScopeConfigMap, Example: "tune.bufsize 32768",
 			Doc: "Raw HAProxy directives added to the global section, one per line. Ignored unless --config-snippets enables global.",
 		}, snippetParser(nil), func(g *Global, v []string) { g.ConfigSnippet = strings.Join(v, "\n") }),
-	}, globalFeatureSettings()...)
+	}
 }
 
 // checkText refuses what must never reach haproxy.cfg inside one value:
@@ -567,5 +567,41 @@ func snippetParser(allowed map[string]bool) parser[[]string] {
 			}
 			return out, nil
 		},
+	}
+}
+
+// dumpHTTPRules writes a backend's frontend-feature rules for Dump.
+func dumpHTTPRules(w *strings.Builder, b *Backend) {
+	h := b.HTTP
+	if b.TCP {
+		w.WriteString("  mode tcp\n")
+	}
+	if h.Redirect != "" {
+		fmt.Fprintf(w, "  request-redirect %q code %d\n", h.Redirect, h.RedirectCode)
+	}
+	if h.RewriteTo != "" {
+		fmt.Fprintf(w, "  path-rewrite %q %q\n", h.RewriteRegex, h.RewriteTo)
+	}
+	if h.SetHost != "" {
+		fmt.Fprintf(w, "  set-host %q\n", h.SetHost)
+	}
+	for _, x := range h.RequestHeaders {
+		fmt.Fprintf(w, "  request-set-header %s %q\n", x.Name, x.Value)
+	}
+	for _, x := range h.ResponseHeaders {
+		fmt.Fprintf(w, "  response-set-header %s %q\n", x.Name, x.Value)
+	}
+	for _, c := range h.Captures {
+		fmt.Fprintf(w, "  request-capture %q len %d\n", c, h.CaptureLen)
+	}
+	if c := h.CORS; c.Enabled {
+		fmt.Fprintf(w, "  cors any-origin=%t origins=%q regex=%q methods=%q headers=%q credentials=%t max-age=%s respond-to-options=%t\n",
+			c.AnyOrigin, c.Origins, c.OriginRegex, c.Methods, c.Headers, c.Credentials, dur(c.MaxAge), c.RespondToOptions)
+	}
+	for _, l := range h.Snippet {
+		fmt.Fprintf(w, "  snippet %q\n", l)
+	}
+	if h.SnippetFrom != (ObjectRef{}) {
+		fmt.Fprintf(w, "  snippet-from %s\n", h.SnippetFrom)
 	}
 }

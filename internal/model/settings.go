@@ -306,6 +306,7 @@ var settings = func() []Setting {
 		timeout("timeout-tunnel", "1h", "2h", "Inactivity timeout of tunnels (WebSocket, CONNECT).", func(g *Global, v time.Duration) { g.TimeoutTunnel = v }),
 	}
 	list = append(list, frontendFeatureSettings()...)
+	list = append(list, globalFeatureSettings()...)
 	list = append(list, backendFeatureSettings()...)
 	list = append(list, tlsSettings()...)
 	list = append(list, canarySettings()...)

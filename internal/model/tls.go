@@ -221,10 +221,23 @@ func cipherParser() parser[string] {
 	}
 }
 
+// secret is the snapshot's Secret k, or nil; the index is built on first
+// use, so a Build that reads no Secret pays nothing.
+func (b *builder) secret(k nsName) *corev1.Secret {
+	if b.secrets == nil {
+		b.secrets = make(map[nsName]*corev1.Secret, len(b.s.Secrets))
+		for _, s := range b.s.Secrets {
+			if s != nil {
+				b.secrets[nsName{s.Namespace, s.Name}] = s
+			}
+		}
+	}
+	return b.secrets[k]
+}
+
 // tlsBuilder resolves Secrets once per Build.
 type tlsBuilder struct {
 	b       *builder
-	secrets map[nsName]*corev1.Secret
 	pending map[string]bool
 	certs   map[string]certResult
 	refs    []string
@@ -242,12 +255,7 @@ type certResult struct {
 // Problem on the object that names it; its hosts get the default
 // certificate, everything else is unaffected.
 func (b *builder) buildTLS(ings []*networkingv1.Ingress) {
-	t := &tlsBuilder{b: b, secrets: map[nsName]*corev1.Secret{}, pending: map[string]bool{}, certs: map[string]certResult{}}
-	for _, s := range b.s.Secrets {
-		if s != nil {
-			t.secrets[nsName{s.Namespace, s.Name}] = s
-		}
-	}
+	t := &tlsBuilder{b: b, pending: map[string]bool{}, certs: map[string]certResult{}}
 	for _, p := range b.s.PendingSecrets {
 		t.pending[p] = true
 	}
@@ -292,7 +300,7 @@ func (t *tlsBuilder) loadCert(k nsName) certResult {
 		return r
 	}
 	var r certResult
-	sec := t.secrets[k]
+	sec := t.b.secret(k)
 	switch {
 	case sec == nil:
 		r = certResult{missing: true, err: fmt.Errorf("secret %s not found", key)}
@@ -468,7 +476,7 @@ func parseCABundle(data []byte) ([]byte, error) {
 func (t *tlsBuilder) loadCA(k nsName) (*PEMFile, certResult) {
 	key := k.ns + "/" + k.name
 	t.refs = append(t.refs, key)
-	sec := t.secrets[k]
+	sec := t.b.secret(k)
 	if sec == nil {
 		return nil, certResult{missing: true, err: fmt.Errorf("secret %s not found", key)}
 	}
