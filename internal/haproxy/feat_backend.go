@@ -33,9 +33,6 @@ const (
 	aclChunk = 40
 )
 
-// sendProxyKeywords are the server keywords send-proxy-protocol may give.
-var sendProxyKeywords = []string{"send-proxy", "send-proxy-v2", "send-proxy-v2-ssl", "send-proxy-v2-ssl-cn"}
-
 // checkedFeatures re-checks what the model validated (defence in depth):
 // what would be unsafe is dropped, and a dropped security setting makes
 // the backend fail closed with 503.
@@ -49,7 +46,7 @@ func checkedFeatures(f model.BackendFeatures, reject func(format string, args ..
 	if f.Deny != 0 && !slices.Contains([]int{403, 503}, f.Deny) {
 		f.Deny = 503
 	}
-	if f.CheckHTTP.Path != "" && (!slices.Contains([]string{"GET", "HEAD", "OPTIONS"}, f.CheckHTTP.Method) || !safePath(f.CheckHTTP.Path)) {
+	if f.CheckHTTP.Path != "" && (!model.IsHTTPCheckMethod(f.CheckHTTP.Method) || !safePath(f.CheckHTTP.Path)) {
 		reject("check-http %q is not valid; TCP checks are used", f.CheckHTTP.Path)
 		f.CheckHTTP = model.HTTPCheck{}
 	}
@@ -62,15 +59,15 @@ func checkedFeatures(f model.BackendFeatures, reject func(format string, args ..
 	if f.PodMaxconn < 0 {
 		f.PodMaxconn = 0
 	}
-	if f.Cookie != "" && !safeName(f.Cookie) {
+	if f.Cookie != "" && !model.ValidCookieName(f.Cookie) {
 		reject("cookie-persistence %q is not valid; no persistence", f.Cookie)
 		f.Cookie = ""
 	}
-	if f.SendProxy != "" && !slices.Contains(sendProxyKeywords, f.SendProxy) {
+	if f.SendProxy != "" && !model.IsSendProxyKeyword(f.SendProxy) {
 		reject("send-proxy-protocol %q is not valid; not sent", f.SendProxy)
 		f.SendProxy = ""
 	}
-	if f.SrcIPHeader != "" && !safeName(f.SrcIPHeader) {
+	if f.SrcIPHeader != "" && !model.ValidHeaderName(f.SrcIPHeader) {
 		closed("src-ip-header", f.SrcIPHeader)
 		f.SrcIPHeader = ""
 	}
@@ -84,9 +81,9 @@ func checkedFeatures(f model.BackendFeatures, reject func(format string, args ..
 		}
 	}
 	if f.AuthRealm != "" {
-		ok := f.AuthUsers != "" && safeRealm(f.AuthRealm)
+		ok := f.AuthUsers != "" && model.ValidRealm(f.AuthRealm)
 		for _, u := range f.AuthUsers.Users() {
-			ok = ok && safeName(u.Name) && safeToken(u.Hash)
+			ok = ok && model.ValidUser(u.Name, u.Hash)
 		}
 		if !ok {
 			closed("auth-realm/users of", f.AuthRealm)
@@ -98,35 +95,6 @@ func checkedFeatures(f model.BackendFeatures, reject func(format string, args ..
 		f.RateLimit.Requests = 0
 	}
 	return f
-}
-
-// safeName is a header, cookie or user name: [A-Za-z0-9._-].
-func safeName(s string) bool {
-	if s == "" || len(s) > 256 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// safeRealm is what may go between double quotes without meaning anything
-// to HAProxy's parser: no quotes, backslashes or '$'.
-func safeRealm(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(" ._-", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 func validCIDRList(l model.CIDRList) bool {

@@ -422,15 +422,19 @@ func headerNameParser() parser[string] {
 	}
 }
 
+// sendProxyKeywords are the send-proxy-protocol values and the server
+// keyword each gives.
+var sendProxyKeywords = map[string]string{
+	"proxy": "send-proxy", "proxy-v1": "send-proxy", "v1": "send-proxy",
+	"proxy-v2": "send-proxy-v2", "v2": "send-proxy-v2",
+	"proxy-v2-ssl": "send-proxy-v2-ssl", "v2-ssl": "send-proxy-v2-ssl",
+	"proxy-v2-ssl-cn": "send-proxy-v2-ssl-cn", "v2-ssl-cn": "send-proxy-v2-ssl-cn",
+}
+
 // sendProxyParser maps the values of the HAProxy Kubernetes Ingress
 // Controller (proxy-v1 ...) and short forms (v1 ...) to server keywords.
 func sendProxyParser() parser[string] {
-	kw := map[string]string{
-		"proxy": "send-proxy", "proxy-v1": "send-proxy", "v1": "send-proxy",
-		"proxy-v2": "send-proxy-v2", "v2": "send-proxy-v2",
-		"proxy-v2-ssl": "send-proxy-v2-ssl", "v2-ssl": "send-proxy-v2-ssl",
-		"proxy-v2-ssl-cn": "send-proxy-v2-ssl-cn", "v2-ssl-cn": "send-proxy-v2-ssl-cn",
-	}
+	kw := sendProxyKeywords
 	return parser[string]{
 		desc: "proxy-v1|proxy-v2|proxy-v2-ssl|proxy-v2-ssl-cn (or v1|v2|v2-ssl|v2-ssl-cn)",
 		parse: func(s string) (string, error) {
