@@ -27,7 +27,7 @@ import (
 // immutable snapshot.
 type ClusterState struct {
 	Nodes []Node `json:"nodes"`
-	// Pools are Calico's IPv4 IPPools.
+	// Pools are Calico's IPPools for workloads, IPv4 and IPv6.
 	Pools []Pool `json:"pools"`
 	// Affinities are the confirmed BlockAffinities; nil when Calico's
 	// BlockAffinity resource is not served (ownership is then not checked).
@@ -56,6 +56,7 @@ type Source interface {
 // Calico annotations on Node objects (set by calico-node).
 const (
 	annotationIPv4Address = "projectcalico.org/IPv4Address"
+	annotationIPv6Address = "projectcalico.org/IPv6Address"
 	annotationASNumber    = "projectcalico.org/ASNumber"
 )
 
@@ -360,13 +361,13 @@ func (k *KubeSource) discoverCalico() (calicoAPI, error) {
 	return calicoAPI{}, nil
 }
 
-// hostsFromSlices maps every IPv4 endpoint address with a nodeName to that
+// hostsFromSlices maps every IP endpoint address with a nodeName to that
 // node.
 func hostsFromSlices(objs []any) map[netip.Addr]string {
 	out := map[netip.Addr]string{}
 	for _, o := range objs {
 		s, ok := o.(*discoveryv1.EndpointSlice)
-		if !ok || s.AddressType != discoveryv1.AddressTypeIPv4 {
+		if !ok || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
 			continue
 		}
 		for _, ep := range s.Endpoints {
@@ -374,8 +375,8 @@ func hostsFromSlices(objs []any) map[netip.Addr]string {
 				continue
 			}
 			for _, a := range ep.Addresses {
-				if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
-					out[ip] = *ep.NodeName
+				if ip, err := netip.ParseAddr(a); err == nil && ip.Zone() == "" {
+					out[ip.Unmap()] = *ep.NodeName
 				}
 			}
 		}
@@ -383,31 +384,48 @@ func hostsFromSlices(objs []any) map[netip.Addr]string {
 	return out
 }
 
-// nodeFromObject extracts the BGP view of a Node: Calico's BGP address
-// (annotation, without its mask) or else the first IPv4 InternalIP.
+// nodeFromObject extracts the BGP view of a Node: Calico's BGP addresses
+// (annotations, without their masks) or else the first InternalIP of each
+// family. A node with only an IPv6 address is kept (an IPv6-only cluster).
 func nodeFromObject(n *corev1.Node) (Node, bool) {
 	out := Node{Name: n.Name, Labels: n.Labels}
-	if v, ok := n.Annotations[annotationIPv4Address]; ok {
-		if p, err := netip.ParsePrefix(v); err == nil && p.Addr().Is4() {
-			out.PeerAddress = p.Addr()
-		} else if a, err := netip.ParseAddr(v); err == nil && a.Is4() {
-			out.PeerAddress = a
+	annotated := func(key string, v6 bool) netip.Addr {
+		v, ok := n.Annotations[key]
+		if !ok {
+			return netip.Addr{}
 		}
+		a, err := netip.ParseAddr(v)
+		if p, perr := netip.ParsePrefix(v); perr == nil {
+			a, err = p.Addr(), nil
+		}
+		if err != nil || a.Is6() != v6 || a.Is4In6() || a.Zone() != "" {
+			return netip.Addr{}
+		}
+		return a
 	}
+	out.PeerAddress = annotated(annotationIPv4Address, false)
+	out.PeerAddress6 = annotated(annotationIPv6Address, true)
 	for _, a := range n.Status.Addresses {
 		ip, err := netip.ParseAddr(a.Address)
-		if err != nil || !ip.Is4() {
+		if err != nil || ip.Is4In6() || ip.Zone() != "" {
 			continue
 		}
-		if a.Type == corev1.NodeInternalIP && !out.PeerAddress.IsValid() {
-			out.PeerAddress = ip
+		if a.Type == corev1.NodeInternalIP {
+			if ip.Is4() && !out.PeerAddress.IsValid() {
+				out.PeerAddress = ip
+			}
+			if ip.Is6() && !out.PeerAddress6.IsValid() {
+				out.PeerAddress6 = ip
+			}
 		}
 		if (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) && !slices.Contains(out.Addresses, ip) {
 			out.Addresses = append(out.Addresses, ip)
 		}
 	}
-	if out.PeerAddress.IsValid() && !slices.Contains(out.Addresses, out.PeerAddress) {
-		out.Addresses = append([]netip.Addr{out.PeerAddress}, out.Addresses...)
+	for _, pa := range []netip.Addr{out.PeerAddress6, out.PeerAddress} {
+		if pa.IsValid() && !slices.Contains(out.Addresses, pa) {
+			out.Addresses = append([]netip.Addr{pa}, out.Addresses...)
+		}
 	}
 	if v, ok := n.Annotations[annotationASNumber]; ok {
 		if as, err := parseAS(v); err == nil {
@@ -419,15 +437,15 @@ func nodeFromObject(n *corev1.Node) (Node, bool) {
 		cidrs = []string{n.Spec.PodCIDR}
 	}
 	for _, c := range cidrs {
-		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
+		if p, err := netip.ParsePrefix(c); err == nil && !p.Addr().Is4In6() {
 			out.PodCIDRs = append(out.PodCIDRs, p.Masked())
 		}
 	}
-	return out, out.PeerAddress.IsValid()
+	return out, out.PeerAddress.IsValid() || out.PeerAddress6.IsValid()
 }
 
-// poolFromObject reads an IPPool (v1 or v3: same fields). IPv6 pools and
-// pools not for workloads (allowedUses without Workload: tunnel addresses,
+// poolFromObject reads an IPPool (v1 or v3: same fields), IPv4 or IPv6.
+// Pools not for workloads (allowedUses without Workload: tunnel addresses,
 // LoadBalancer IPs) are skipped (ok false, no error).
 func poolFromObject(u *unstructured.Unstructured) (Pool, bool, error) {
 	cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
@@ -435,8 +453,8 @@ func poolFromObject(u *unstructured.Unstructured) (Pool, bool, error) {
 	if err != nil {
 		return Pool{}, false, fmt.Errorf("IPPool %s: cidr %q: %w", u.GetName(), cidr, err)
 	}
-	if !p.Addr().Is4() {
-		return Pool{}, false, nil
+	if p.Addr().Is4In6() || p.Addr().Zone() != "" {
+		return Pool{}, false, fmt.Errorf("IPPool %s: cidr %q is neither IPv4 nor IPv6", u.GetName(), cidr)
 	}
 	if uses, found, _ := unstructured.NestedStringSlice(u.Object, "spec", "allowedUses"); found && len(uses) > 0 &&
 		!slices.Contains(uses, "Workload") {
@@ -447,9 +465,13 @@ func poolFromObject(u *unstructured.Unstructured) (Pool, bool, error) {
 		return Pool{}, false, fmt.Errorf("IPPool %s: blockSize: %w", u.GetName(), err)
 	}
 	if !found {
+		// Calico's defaults, which its API server fills in.
 		bs = 26
+		if p.Addr().Is6() {
+			bs = 122
+		}
 	}
-	if bs < int64(p.Bits()) || bs > 32 {
+	if bs < int64(p.Bits()) || bs > int64(p.Addr().BitLen()) {
 		return Pool{}, false, fmt.Errorf("IPPool %s: blockSize %d does not fit %s", u.GetName(), bs, p)
 	}
 	out := Pool{Name: u.GetName(), CIDR: p.Masked(), BlockSize: int(bs)}
@@ -501,7 +523,7 @@ func affinityFromObject(u *unstructured.Unstructured) (Affinity, bool) {
 	cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr")
 	node, _, _ := unstructured.NestedString(u.Object, "spec", "node")
 	p, err := netip.ParsePrefix(cidr)
-	if err != nil || !p.Addr().Is4() || node == "" {
+	if err != nil || p.Addr().Is4In6() || node == "" {
 		return Affinity{}, false
 	}
 	return Affinity{Block: p.Masked(), Node: node}, true

@@ -42,24 +42,32 @@ func TestNodeFromObject(t *testing.T) {
 		{"calico annotation wins, mask stripped",
 			node("a", map[string]string{annotationIPv4Address: "198.19.64.2/24", annotationASNumber: "64513"},
 				internalIP("198.19.65.2"), internalIP("2001:db8::2")),
-			"a 198.19.64.2 [198.19.64.2 198.19.65.2] 64513"},
+			"a 198.19.64.2 2001:db8::2 [198.19.64.2 198.19.65.2 2001:db8::2] 64513"},
+		{"IPv6 annotation (bird6's address) wins over the IPv6 InternalIP",
+			node("a6", map[string]string{annotationIPv4Address: "198.19.64.2/24", annotationIPv6Address: "2001:db8:18:1::2/64"},
+				internalIP("198.19.64.2"), internalIP("2001:db8::2")),
+			"a6 198.19.64.2 2001:db8:18:1::2 [2001:db8:18:1::2 198.19.64.2 2001:db8::2] 0"},
+		{"IPv6 annotation of the wrong family ignored",
+			node("a7", map[string]string{annotationIPv6Address: "198.19.64.2/24"}, internalIP("198.19.64.2")),
+			"a7 198.19.64.2 invalid IP [198.19.64.2] 0"},
 		{"internal IP without annotation",
 			node("b", nil, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "b"}, internalIP("198.19.64.3")),
-			"b 198.19.64.3 [198.19.64.3] 0"},
+			"b 198.19.64.3 invalid IP [198.19.64.3] 0"},
 		{"bad annotation falls back",
 			node("c", map[string]string{annotationIPv4Address: "nonsense", annotationASNumber: "x"}, internalIP("198.19.64.4")),
-			"c 198.19.64.4 [198.19.64.4] 0"},
-		{"no IPv4 at all", node("d", nil, internalIP("2001:db8::4")), "-"},
+			"c 198.19.64.4 invalid IP [198.19.64.4] 0"},
+		{"IPv6 only", node("d", nil, internalIP("2001:db8::4")), "d invalid IP 2001:db8::4 [2001:db8::4] 0"},
+		{"no address at all", node("d", nil, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "d"}), "-"},
 		{"host-local IPAM: spec.podCIDRs", func() *corev1.Node {
 			n := node("e", nil, internalIP("198.19.64.5"))
 			n.Spec.PodCIDR, n.Spec.PodCIDRs = "198.18.5.0/24", []string{"198.18.5.0/24", "2001:db8:5::/64"}
 			return n
-		}(), "e 198.19.64.5 [198.19.64.5] 0 [198.18.5.0/24]"},
+		}(), "e 198.19.64.5 invalid IP [198.19.64.5] 0 [198.18.5.0/24 2001:db8:5::/64]"},
 	} {
 		n, ok := nodeFromObject(tc.n)
 		got := "-"
 		if ok {
-			got = fmt.Sprintf("%s %s %v %d", n.Name, n.PeerAddress, n.Addresses, n.AS)
+			got = fmt.Sprintf("%s %s %s %v %d", n.Name, n.PeerAddress, n.PeerAddress6, n.Addresses, n.AS)
 			if len(n.PodCIDRs) > 0 {
 				got += fmt.Sprintf(" %v", n.PodCIDRs)
 			}
@@ -80,8 +88,21 @@ func TestPoolAndAffinityFromObject(t *testing.T) {
 	if err != nil || !ok || p.BlockSize != 26 || p.Encapsulation != "vxlan-always" {
 		t.Fatalf("pool with default block size %+v ok=%v err=%v", p, ok, err)
 	}
-	if _, ok, err := poolFromObject(calicoObject("IPPool", "v6", map[string]any{"cidr": "2001:db8::/48"})); ok || err != nil {
-		t.Fatalf("IPv6 pool: ok=%v err=%v", ok, err)
+	// IPv6 pools: Calico's default block size is /122.
+	p, ok, err = poolFromObject(calicoObject("IPPool", "v6", map[string]any{"cidr": "2001:db8:18::/48"}))
+	if err != nil || !ok || p.CIDR != netip.MustParsePrefix("2001:db8:18::/48") || p.BlockSize != 122 {
+		t.Fatalf("IPv6 pool %+v ok=%v err=%v", p, ok, err)
+	}
+	p, ok, err = poolFromObject(calicoObject("IPPool", "v6", map[string]any{"cidr": "2001:db8:18::/48", "blockSize": int64(116)}))
+	if err != nil || !ok || p.BlockSize != 116 {
+		t.Fatalf("IPv6 pool with block size %+v ok=%v err=%v", p, ok, err)
+	}
+	if _, _, err := poolFromObject(calicoObject("IPPool", "v6bad", map[string]any{"cidr": "2001:db8:18::/48", "blockSize": int64(129)})); err == nil {
+		t.Fatal("IPv6 block size /129 accepted")
+	}
+	if a, ok := affinityFromObject(calicoObject("BlockAffinity", "n-v6", map[string]any{"cidr": "2001:db8:18:1::/122", "node": "n",
+		"state": "confirmed", "deleted": "false"})); !ok || a.Block != netip.MustParsePrefix("2001:db8:18:1::/122") {
+		t.Fatalf("IPv6 affinity %+v ok=%v", a, ok)
 	}
 	if _, _, err := poolFromObject(calicoObject("IPPool", "bad", map[string]any{"cidr": "198.18.64.0/18", "blockSize": int64(16)})); err == nil {
 		t.Fatal("block larger than the pool accepted")

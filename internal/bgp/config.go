@@ -24,6 +24,11 @@ type Config struct {
 	// ListenAddress restricts the listening socket (and outgoing
 	// connections) to one address; the zero value listens everywhere.
 	ListenAddress netip.Addr
+	// ListenAddress6 is the IPv6 address to listen on and to source IPv6
+	// sessions from, beside an IPv4 ListenAddress; zero: IPv6 sessions
+	// are not restricted when ListenAddress is IPv4 (they listen on every
+	// IPv6 address).
+	ListenAddress6 netip.Addr
 	// ListenPort is the TCP port; 0 means 179, -1 disables listening
 	// (outgoing sessions only).
 	ListenPort int
@@ -53,9 +58,11 @@ type Config struct {
 	PassivePeers []PassivePeer
 
 	// PodCIDRs are accepted in addition to Calico's IPPools, split in
-	// blocks of BlockSize (0 means 26, Calico's IPv4 default).
-	PodCIDRs  []netip.Prefix
-	BlockSize int
+	// blocks of BlockSize (0 means 26, Calico's IPv4 default) for IPv4
+	// and BlockSize6 (0 means 122, Calico's IPv6 default) for IPv6.
+	PodCIDRs   []netip.Prefix
+	BlockSize  int
+	BlockSize6 int
 
 	// HoldTime and KeepaliveInterval are proposed in OPEN; the session
 	// uses the smaller hold time of the two sides. Defaults 30s and 10s.
@@ -155,8 +162,8 @@ func ParsePeerFlag(s string) (Peer, error) {
 	if err != nil {
 		return Peer{}, fmt.Errorf("peer %q: address: %w", s, err)
 	}
-	if !a.Is4() {
-		return Peer{}, fmt.Errorf("peer %q: only IPv4 peers are supported", s)
+	if a.Zone() != "" || a.Is4In6() {
+		return Peer{}, fmt.Errorf("peer %q: want an IPv4 or a global IPv6 address", s)
 	}
 	p := Peer{Address: a}
 	for _, f := range fields[1:] {
@@ -204,9 +211,6 @@ func ParsePassivePeerFlag(s string) (PassivePeer, error) {
 	if err != nil {
 		return PassivePeer{}, fmt.Errorf("passive peer %q: prefix: %w", s, err)
 	}
-	if !pfx.Addr().Is4() {
-		return PassivePeer{}, fmt.Errorf("passive peer %q: only IPv4 is supported", s)
-	}
 	p := PassivePeer{Prefix: pfx.Masked()}
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(strings.TrimSpace(f), "=")
@@ -249,12 +253,33 @@ func ParseTTLSecurity(v string) (uint8, error) {
 	return uint8(n), nil
 }
 
+// blockSize is the block size of configured pod CIDRs of a's family.
+func (c *Config) blockSize(a netip.Addr) int {
+	if a.Is6() {
+		return c.BlockSize6
+	}
+	return c.BlockSize
+}
+
+// localAddress is the address sessions with peer go out from (invalid: the
+// kernel chooses).
+func (c *Config) localAddress(peer netip.Addr) netip.Addr {
+	a := c.ListenAddress
+	if peer.Is6() {
+		a = c.ListenAddress6
+	}
+	if !a.IsValid() || a.IsUnspecified() || a.Is4() != peer.Is4() {
+		return netip.Addr{}
+	}
+	return a
+}
+
 // trustedPeers are the peers whose next hops the policy does not check.
 func (c *Config) trustedPeers() []netip.Prefix {
 	var out []netip.Prefix
 	for _, p := range c.Peers {
 		if p.TrustNextHop {
-			out = append(out, netip.PrefixFrom(p.Address, 32))
+			out = append(out, netip.PrefixFrom(p.Address, p.Address.BitLen()))
 		}
 	}
 	for _, p := range c.PassivePeers {
@@ -310,7 +335,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("local AS is required"))
 	}
 	if c.ListenAddress.IsValid() && !c.ListenAddress.Is4() {
-		errs = append(errs, fmt.Errorf("listen address %s: only IPv4 is supported", c.ListenAddress))
+		errs = append(errs, fmt.Errorf("listen address %s: want IPv4 (the IPv6 one is ListenAddress6)", c.ListenAddress))
+	}
+	if c.ListenAddress6.IsValid() && (!c.ListenAddress6.Is6() || c.ListenAddress6.Is4In6() || c.ListenAddress6.Zone() != "") {
+		errs = append(errs, fmt.Errorf("IPv6 listen address %s: want a global IPv6 address", c.ListenAddress6))
 	}
 	if !c.RouterID.IsValid() && c.ListenAddress.Is4() && !c.ListenAddress.IsUnspecified() {
 		c.RouterID = c.ListenAddress
@@ -330,12 +358,18 @@ func (c *Config) Validate() error {
 	if c.BlockSize < 1 || c.BlockSize > 32 {
 		errs = append(errs, fmt.Errorf("block size /%d out of range", c.BlockSize))
 	}
+	if c.BlockSize6 == 0 {
+		c.BlockSize6 = 122
+	}
+	if c.BlockSize6 < 1 || c.BlockSize6 > 128 {
+		errs = append(errs, fmt.Errorf("IPv6 block size /%d out of range", c.BlockSize6))
+	}
 	for i, p := range c.PodCIDRs {
-		if !p.Addr().Is4() {
-			errs = append(errs, fmt.Errorf("pod CIDR %s: only IPv4 is supported", p))
+		if p.Addr().Is4In6() || p.Addr().Zone() != "" {
+			errs = append(errs, fmt.Errorf("pod CIDR %s: want an IPv4 or IPv6 prefix", p))
 		}
-		if p.Bits() > c.BlockSize {
-			errs = append(errs, fmt.Errorf("pod CIDR %s is smaller than a /%d block", p, c.BlockSize))
+		if p.Bits() > c.blockSize(p.Addr()) {
+			errs = append(errs, fmt.Errorf("pod CIDR %s is smaller than a /%d block", p, c.blockSize(p.Addr())))
 		}
 		c.PodCIDRs[i] = p.Masked()
 	}
@@ -377,8 +411,8 @@ func (c *Config) Validate() error {
 	}
 	seen := map[netip.Addr]bool{}
 	for _, p := range c.Peers {
-		if !p.Address.Is4() {
-			errs = append(errs, fmt.Errorf("peer %s: only IPv4 is supported", p.Address))
+		if !p.Address.IsValid() || p.Address.Is4In6() || p.Address.Zone() != "" {
+			errs = append(errs, fmt.Errorf("peer %s: want an IPv4 or a global IPv6 address", p.Address))
 		}
 		if seen[p.Address] {
 			errs = append(errs, fmt.Errorf("peer %s configured twice", p.Address))
@@ -386,8 +420,8 @@ func (c *Config) Validate() error {
 		seen[p.Address] = true
 	}
 	for _, p := range c.PassivePeers {
-		if !p.Prefix.Addr().Is4() {
-			errs = append(errs, fmt.Errorf("passive peer %s: only IPv4 is supported", p.Prefix))
+		if !p.Prefix.IsValid() || p.Prefix.Addr().Is4In6() {
+			errs = append(errs, fmt.Errorf("passive peer %s: want an IPv4 or IPv6 prefix", p.Prefix))
 		}
 		if c.ListenPort == -1 {
 			errs = append(errs, fmt.Errorf("passive peer %s needs a listening port", p.Prefix))

@@ -25,12 +25,14 @@ func TestParsePeerFlag(t *testing.T) {
 			PasswordSecret: &SecretRef{Namespace: "calico-system", Name: "bgp-secrets", Key: "node-mesh"}}},
 		{in: "198.19.64.254,trust-next-hop,ttl-security=1", want: Peer{
 			Address: netip.MustParseAddr("198.19.64.254"), TrustNextHop: true, TTLSecurity: 1}},
+		{in: "2001:db8:18::2,as=64513", want: Peer{Address: netip.MustParseAddr("2001:db8:18::2"), AS: 64513}},
 		{in: "198.19.64.2,ttl-security=0", err: "hop count"},
 		{in: "198.19.64.2,ttl-security=255", err: "hop count"},
 		{in: "198.19.64.2,trust-next-hop=yes", err: "unknown option"},
 		{in: "", err: "address"},
 		{in: "node-1", err: "address"},
-		{in: "2001:db8::1", err: "only IPv4"},
+		{in: "fe80::1%eth0", err: "global IPv6"},
+		{in: "::ffff:198.19.64.2", err: "global IPv6"},
 		{in: "198.19.64.2,as=0", err: "AS number"},
 		{in: "198.19.64.2,as=x", err: "AS number"},
 		{in: "198.19.64.2,as=4294967296", err: "AS number"},
@@ -68,7 +70,7 @@ func TestParsePassivePeerFlag(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	for _, bad := range []string{"198.19.64.1", "2001:db8::/64", "198.19.64.0/24,port=1", "198.19.64.0/24,as=-1"} {
+	for _, bad := range []string{"198.19.64.1", "2001:db8::", "198.19.64.0/24,port=1", "198.19.64.0/24,as=-1"} {
 		if _, err := ParsePassivePeerFlag(bad); err == nil {
 			t.Errorf("ParsePassivePeerFlag(%q) accepted", bad)
 		}

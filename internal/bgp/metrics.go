@@ -14,6 +14,7 @@ type metrics struct {
 	rejected      *prometheus.GaugeVec
 	rejectedTotal *prometheus.CounterVec
 	bestPaths     prometheus.Gauge
+	bestFamily    *prometheus.GaugeVec
 	policyUpdates prometheus.Counter
 	maxPrefixes   *prometheus.CounterVec
 }
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "perimeter_bgp_best_paths",
 			Help: "Prefixes with an accepted best path (handed to the route manager).",
 		}),
+		bestFamily: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "perimeter_bgp_best_paths_by_family",
+			Help: "Prefixes with an accepted best path, by address family (ipv4, ipv6).",
+		}, []string{"family"}),
 		maxPrefixes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "perimeter_bgp_max_prefixes_exceeded_total",
 			Help: "Sessions dropped because the peer announced more than the maximum number of prefixes.",
@@ -62,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.peerState, m.peerUp, m.received, m.accepted, m.rejected,
-		m.rejectedTotal, m.bestPaths, m.policyUpdates, m.maxPrefixes} {
+		m.rejectedTotal, m.bestPaths, m.bestFamily, m.policyUpdates, m.maxPrefixes} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register BGP metrics: %w", err)
 		}

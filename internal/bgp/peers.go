@@ -62,30 +62,33 @@ func desiredPeers(cfg *Config, st ClusterState, sel labels.Selector) (map[netip.
 		return peers, problems
 	}
 	for _, n := range st.Nodes {
-		a := n.PeerAddress
-		if !a.Is4() || a == cfg.RouterID || a == cfg.ListenAddress {
-			// Perimeter running on a node must not peer with itself.
-			continue
-		}
-		if _, static := peers[a]; static {
-			continue
-		}
 		if sel != nil && !sel.Matches(labels.Set(n.Labels)) {
 			continue
 		}
-		as := n.AS
-		if as == 0 {
-			as = clusterAS
+		// Calico runs one BIRD per address family (bird and bird6), each
+		// peering over the node's address of that family.
+		for _, a := range []netip.Addr{n.PeerAddress, n.PeerAddress6} {
+			if !a.IsValid() || a.IsUnspecified() || a == cfg.RouterID || a == cfg.ListenAddress || a == cfg.ListenAddress6 {
+				// Perimeter running on a node must not peer with itself.
+				continue
+			}
+			if _, static := peers[a]; static {
+				continue
+			}
+			as := n.AS
+			if as == 0 {
+				as = clusterAS
+			}
+			pw, ok := password(a, cfg.NodePassword)
+			if !ok {
+				continue
+			}
+			port := cfg.NodePort
+			if port == 0 {
+				port = st.NodePort
+			}
+			peers[a] = peerSpec{Address: a, AS: as, Port: port, Password: pw, Kind: kindNode, Node: n.Name, TTLSecurity: cfg.NodeTTLSecurity}
 		}
-		pw, ok := password(a, cfg.NodePassword)
-		if !ok {
-			continue
-		}
-		port := cfg.NodePort
-		if port == 0 {
-			port = st.NodePort
-		}
-		peers[a] = peerSpec{Address: a, AS: as, Port: port, Password: pw, Kind: kindNode, Node: n.Name, TTLSecurity: cfg.NodeTTLSecurity}
 	}
 	return peers, problems
 }
@@ -113,9 +116,19 @@ func ttlSecurity(hops uint8) *api.TtlSecurity {
 
 var ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 
-func (c *Config) afiSafis() []*api.AfiSafi {
+// familyOf is the one address family a session carries: the family of the
+// peer's address, as Calico's BIRDs do (bird for IPv4 over IPv4 sessions,
+// bird6 for IPv6 over IPv6 sessions).
+func familyOf(peer netip.Addr) *api.Family {
+	if peer.Is6() {
+		return ipv6Unicast
+	}
+	return ipv4Unicast
+}
+
+func (c *Config) afiSafis(family *api.Family) []*api.AfiSafi {
 	af := &api.AfiSafi{
-		Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true},
+		Config: &api.AfiSafiConfig{Family: family, Enabled: true},
 		MpGracefulRestart: &api.MpGracefulRestart{
 			Config: &api.MpGracefulRestartConfig{Enabled: !c.DisableGracefulRestart}},
 	}
@@ -126,7 +139,7 @@ func (c *Config) afiSafis() []*api.AfiSafi {
 		// excess ones, as stale. GoBGP's limit, on everything received,
 		// stays as a memory backstop, high enough for eBGP nodes that
 		// re-announce the whole cluster's blocks.
-		af.PrefixLimits = &api.PrefixLimit{Family: ipv4Unicast, MaxPrefixes: uint32(min(20*c.MaxPrefixes+1000, 1<<31))}
+		af.PrefixLimits = &api.PrefixLimit{Family: family, MaxPrefixes: uint32(min(20*c.MaxPrefixes+1000, 1<<31))}
 	}
 	return []*api.AfiSafi{af}
 }
@@ -165,11 +178,11 @@ func (c *Config) apiPeer(p peerSpec) *api.Peer {
 			AuthPassword: p.Password, Description: desc},
 		Timers:          c.timers(),
 		Transport:       &api.Transport{RemotePort: port},
-		AfiSafis:        c.afiSafis(),
+		AfiSafis:        c.afiSafis(familyOf(p.Address)),
 		GracefulRestart: c.gracefulRestart(),
 	}
-	if c.ListenAddress.Is4() && !c.ListenAddress.IsUnspecified() {
-		peer.Transport.LocalAddress = c.ListenAddress.String()
+	if la := c.localAddress(p.Address); la.IsValid() {
+		peer.Transport.LocalAddress = la.String()
 	}
 	if c.EBGPMultihopTTL > 0 && p.AS != c.LocalAS {
 		peer.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(c.EBGPMultihopTTL)}
@@ -185,7 +198,7 @@ func (c *Config) apiPeerGroup(name string, p PassivePeer, password string) *api.
 		Conf:            &api.PeerGroupConf{PeerGroupName: name, PeerAsn: p.AS, AuthPassword: password},
 		Timers:          c.timers(),
 		Transport:       &api.Transport{PassiveMode: true},
-		AfiSafis:        c.afiSafis(),
+		AfiSafis:        c.afiSafis(familyOf(p.Prefix.Addr())),
 		GracefulRestart: c.gracefulRestart(),
 	}
 	if c.EBGPMultihopTTL > 0 {

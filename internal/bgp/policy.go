@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	api "github.com/osrg/gobgp/v3/api"
 )
@@ -32,15 +33,19 @@ type Affinity struct {
 type Node struct {
 	Name string `json:"name"`
 	// PeerAddress is Calico's BGP address (projectcalico.org/IPv4Address)
-	// or the InternalIP.
+	// or the IPv4 InternalIP.
 	PeerAddress netip.Addr `json:"peerAddress"`
-	// Addresses are all the node's IPv4 addresses; a block's next hop must
-	// be one of its owner's.
+	// PeerAddress6 is the address of the node's IPv6 BIRD (bird6):
+	// projectcalico.org/IPv6Address or the IPv6 InternalIP; invalid when
+	// the node has none.
+	PeerAddress6 netip.Addr `json:"peerAddress6,omitzero"`
+	// Addresses are all the node's addresses, of both families; a block's
+	// next hop must be one of its owner's.
 	Addresses []netip.Addr `json:"addresses"`
 	// AS from projectcalico.org/ASNumber; 0 means the cluster AS.
 	AS     uint32            `json:"as,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
-	// PodCIDRs are the node's IPv4 spec.podCIDRs. With host-local IPAM
+	// PodCIDRs are the node's spec.podCIDRs (both families). With host-local IPAM
 	// Calico announces each as the node's one block, and no
 	// BlockAffinity exists.
 	PodCIDRs []netip.Prefix `json:"podCIDRs,omitempty"`
@@ -52,7 +57,6 @@ type Reason string
 // Verdicts of the import policy.
 const (
 	Accepted           Reason = "accepted"
-	RejectNotIPv4      Reason = "not-ipv4"
 	RejectOutsidePools Reason = "outside-pod-cidrs"
 	RejectShorter      Reason = "shorter-than-block"
 	RejectNoAffinity   Reason = "no-block-affinity"
@@ -70,8 +74,11 @@ type Verdict struct {
 
 // Policy is the import policy: which (prefix, next hop) pairs become routes.
 //
-//   - Only IPv4 prefixes inside a pool, from the pool's block size up to /32.
-//   - /32s inside a pool need a next hop that is a node's address (any
+//   - Only prefixes inside a pool, from the pool's block size up to a host
+//     route (/32, /128). IPv4 and IPv6 follow the same rules, each with
+//     its own pools, blocks and node addresses: an IPv6 block's next hop
+//     must be an IPv6 address of its owner.
+//   - Host routes (/32s, /128s) inside a pool need a next hop that is a node's address (any
 //     node's: Calico announces a borrowed address, an IP from another
 //     node's block, as a /32 from the node running the pod, so by design
 //     it does not come from the block's owner). A /32 beats its block, so
@@ -118,7 +125,7 @@ func NewPolicy(pools []Pool, affinities []Affinity, nodes []Node) *Policy {
 	p := &Policy{nodeAddrs: map[string][]netip.Addr{}}
 	seen := map[Pool]bool{}
 	for _, pl := range pools {
-		if !pl.CIDR.Addr().Is4() || pl.BlockSize < pl.CIDR.Bits() || pl.BlockSize > 32 {
+		if !pl.CIDR.IsValid() || pl.CIDR.Addr().Is4In6() || pl.BlockSize < pl.CIDR.Bits() || pl.BlockSize > pl.CIDR.Addr().BitLen() {
 			continue
 		}
 		pl.CIDR = pl.CIDR.Masked()
@@ -135,7 +142,7 @@ func NewPolicy(pools []Pool, affinities []Affinity, nodes []Node) *Policy {
 	if affinities != nil {
 		p.owners = make([]Affinity, 0, len(affinities))
 		for _, a := range affinities {
-			if a.Block.Addr().Is4() && a.Node != "" {
+			if a.Block.IsValid() && !a.Block.Addr().Is4In6() && a.Node != "" {
 				a.Block = a.Block.Masked()
 				p.owners = append(p.owners, a)
 			}
@@ -147,8 +154,8 @@ func NewPolicy(pools []Pool, affinities []Affinity, nodes []Node) *Policy {
 	}
 	for _, n := range nodes {
 		var addrs []netip.Addr
-		for _, a := range append([]netip.Addr{n.PeerAddress}, n.Addresses...) {
-			if a.Is4() && !slices.Contains(addrs, a) {
+		for _, a := range append([]netip.Addr{n.PeerAddress, n.PeerAddress6}, n.Addresses...) {
+			if a.IsValid() && !a.IsUnspecified() && !slices.Contains(addrs, a) {
 				addrs = append(addrs, a)
 			}
 		}
@@ -157,7 +164,7 @@ func NewPolicy(pools []Pool, affinities []Affinity, nodes []Node) *Policy {
 			p.nodeAddrs[n.Name] = addrs
 		}
 		for _, c := range n.PodCIDRs {
-			if c.Addr().Is4() && c.Bits() < 32 {
+			if c.IsValid() && c.Bits() < c.Addr().BitLen() {
 				p.podCIDRs = append(p.podCIDRs, Affinity{Block: c.Masked(), Node: n.Name})
 			}
 		}
@@ -174,7 +181,7 @@ func (p *Policy) WithTrusted(peers []netip.Prefix) *Policy {
 	q := *p
 	q.trusted = nil
 	for _, t := range peers {
-		if t.Addr().Is4() {
+		if t.IsValid() {
 			q.trusted = append(q.trusted, t.Masked())
 		}
 	}
@@ -192,10 +199,10 @@ func (p *Policy) WithHosts(hosts map[netip.Addr]string) *Policy {
 	q := *p
 	q.hosted = map[string][]netip.Addr{}
 	for ip, node := range hosts {
-		if _, ok := p.nodeAddrs[node]; !ok || !ip.Is4() || !p.inPool(ip) {
+		if _, ok := p.nodeAddrs[node]; !ok || !ip.IsValid() || !p.inPool(ip) {
 			continue
 		}
-		if p.ownerOf(netip.PrefixFrom(ip, 32)) == node {
+		if p.ownerOf(netip.PrefixFrom(ip, ip.BitLen())) == node {
 			continue // inside its node's own block: announced as the block
 		}
 		q.hosted[node] = append(q.hosted[node], ip)
@@ -239,7 +246,7 @@ func (p *Policy) Trusted(peer netip.Addr) bool {
 // that podCIDR is), if any.
 func (p *Policy) podCIDROwner(prefix netip.Prefix) (Affinity, bool) {
 	for _, a := range p.podCIDRs {
-		if prefix.Bits() >= a.Block.Bits() && prefix.Bits() < 32 && a.Block.Contains(prefix.Addr()) {
+		if prefix.Bits() >= a.Block.Bits() && prefix.Bits() < prefix.Addr().BitLen() && a.Block.Contains(prefix.Addr()) {
 			return a, true
 		}
 	}
@@ -261,10 +268,8 @@ func (p *Policy) Decide(prefix netip.Prefix, nextHop netip.Addr) Verdict {
 // DecideFrom is the import decision for prefix announced with nextHop by
 // peer.
 func (p *Policy) DecideFrom(peer netip.Addr, prefix netip.Prefix, nextHop netip.Addr) Verdict {
-	if !prefix.Addr().Is4() {
-		return Verdict{Reason: RejectNotIPv4}
-	}
-	prefix = prefix.Masked()
+	prefix = netip.PrefixFrom(prefix.Addr().Unmap(), prefix.Bits()-unmapBits(prefix)).Masked()
+	host := prefix.Bits() == prefix.Addr().BitLen()
 	trusted := peer.IsValid() && p.Trusted(peer)
 	if a, ok := p.podCIDROwner(prefix); ok {
 		if trusted || slices.Contains(p.nodeAddrs[a.Node], nextHop.Unmap()) {
@@ -291,9 +296,9 @@ func (p *Policy) DecideFrom(peer netip.Addr, prefix netip.Prefix, nextHop netip.
 		return Verdict{Reason: RejectShorter}
 	case trusted:
 		return Verdict{Accept: true, Reason: Accepted, Owner: p.ownerOf(prefix)}
-	case prefix.Bits() == 32 && len(p.nodeAddrs) > 0 && !p.isNodeAddr(nextHop):
+	case host && len(p.nodeAddrs) > 0 && !p.isNodeAddr(nextHop):
 		return Verdict{Reason: RejectHostNotNode, Owner: p.ownerOf(prefix)}
-	case prefix.Bits() == 32 || p.owners == nil:
+	case host || p.owners == nil:
 		return Verdict{Accept: true, Reason: Accepted, Owner: p.ownerOf(prefix)}
 	}
 	owner := ""
@@ -309,6 +314,15 @@ func (p *Policy) DecideFrom(peer netip.Addr, prefix netip.Prefix, nextHop netip.
 		return Verdict{Reason: RejectNoAffinity}
 	}
 	return Verdict{Reason: RejectNotOwner, Owner: owner}
+}
+
+// unmapBits is how much shorter prefix is once an IPv4-mapped IPv6
+// address is unmapped.
+func unmapBits(prefix netip.Prefix) int {
+	if prefix.Addr().Is4In6() {
+		return 96
+	}
+	return 0
 }
 
 func (p *Policy) isNodeAddr(a netip.Addr) bool {
@@ -347,60 +361,89 @@ const importPolicyName = "perimeter-import"
 // statements are alternatives (any match accepts); the global import
 // assignment's default action rejects the rest.
 func (p *Policy) gobgp() *api.SetPoliciesRequest {
-	req := &api.SetPoliciesRequest{}
-	var stmts []*api.Statement
+	b := &policyBuilder{req: &api.SetPoliciesRequest{}}
 	accept := &api.Actions{RouteAction: api.RouteAction_ACCEPT}
-	prefixSet := func(name string, prefixes []*api.Prefix) {
-		req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{
-			DefinedType: api.DefinedType_PREFIX, Name: name, Prefixes: prefixes})
-	}
 	if len(p.trusted) > 0 {
 		var prefixes []*api.Prefix
 		for _, pl := range p.pools {
-			prefixes = append(prefixes, &api.Prefix{IpPrefix: pl.CIDR.String(), MaskLengthMin: uint32(pl.BlockSize), MaskLengthMax: 32})
+			prefixes = append(prefixes, rangeOf(pl.CIDR, pl.BlockSize, pl.CIDR.Addr().BitLen()))
 		}
 		for _, a := range p.podCIDRs {
-			prefixes = append(prefixes, &api.Prefix{IpPrefix: a.Block.String(), MaskLengthMin: uint32(a.Block.Bits()), MaskLengthMax: 31})
+			prefixes = append(prefixes, rangeOf(a.Block, a.Block.Bits(), a.Block.Addr().BitLen()-1))
 		}
 		if len(prefixes) > 0 {
 			var peers []string
 			for _, t := range p.trusted {
 				peers = append(peers, t.String())
 			}
-			req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{
+			b.req.DefinedSets = append(b.req.DefinedSets, &api.DefinedSet{
 				DefinedType: api.DefinedType_NEIGHBOR, Name: "trusted-peers", List: peers})
-			prefixSet("trusted-prefixes", prefixes)
-			stmts = append(stmts, &api.Statement{Name: "trusted", Actions: accept,
-				Conditions: &api.Conditions{
-					PrefixSet:   &api.MatchSet{Type: api.MatchSet_ANY, Name: "trusted-prefixes"},
-					NeighborSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "trusted-peers"}}})
+			b.statements("trusted-prefixes", "trusted", prefixes, nil, accept, "trusted-peers")
 		}
 	}
-	stmts = append(stmts, p.podCIDRStatements(prefixSet, accept)...)
+	p.podCIDRStatements(b, accept)
 	if len(p.pools) > 0 {
 		var hosts, blocks []*api.Prefix
 		for i, pl := range p.pools {
+			bits := pl.CIDR.Addr().BitLen()
 			if i == 0 || p.pools[i-1].CIDR != pl.CIDR {
-				hosts = append(hosts, &api.Prefix{IpPrefix: pl.CIDR.String(), MaskLengthMin: 32, MaskLengthMax: 32})
+				hosts = append(hosts, rangeOf(pl.CIDR, bits, bits))
 			}
-			blocks = append(blocks, &api.Prefix{IpPrefix: pl.CIDR.String(),
-				MaskLengthMin: uint32(pl.BlockSize), MaskLengthMax: 32})
+			blocks = append(blocks, rangeOf(pl.CIDR, pl.BlockSize, bits))
 		}
-		prefixSet("pod-hosts", hosts)
-		stmts = append(stmts, p.hostedStatements(prefixSet)...)
-		stmts = append(stmts, &api.Statement{Name: "pod-hosts", Actions: accept,
-			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "pod-hosts"},
-				NextHopInList: p.nodeNextHops()}})
+		p.hostedStatements(b)
+		b.statements("pod-hosts", "pod-hosts", hosts, p.nodeNextHops(), accept, "")
 		if p.owners == nil {
-			prefixSet("pod-blocks", blocks)
-			stmts = append(stmts, &api.Statement{Name: "pod-blocks", Actions: accept,
-				Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "pod-blocks"}}})
+			b.statements("pod-blocks", "pod-blocks", blocks, nil, accept, "")
 		} else {
-			stmts = append(stmts, p.ownerStatements(prefixSet, accept)...)
+			p.ownerStatements(b, accept)
 		}
 	}
-	req.Policies = []*api.Policy{{Name: importPolicyName, Statements: stmts}}
-	return req
+	b.req.Policies = []*api.Policy{{Name: importPolicyName, Statements: b.stmts}}
+	return b.req
+}
+
+// policyBuilder collects GoBGP defined sets and statements.
+type policyBuilder struct {
+	req   *api.SetPoliciesRequest
+	stmts []*api.Statement
+}
+
+// statements adds a statement accepting prefixes (with a next hop in
+// nextHops, from a neighbour in neighborSet, when given). GoBGP's prefix
+// sets hold one address family each, so IPv6 prefixes get a set and a
+// statement of their own, named with "-v6".
+func (b *policyBuilder) statements(setName, stmtName string, prefixes []*api.Prefix, nextHops []string,
+	actions *api.Actions, neighborSet string) {
+	var v4, v6 []*api.Prefix
+	for _, x := range prefixes {
+		if strings.Contains(x.IpPrefix, ":") {
+			v6 = append(v6, x)
+		} else {
+			v4 = append(v4, x)
+		}
+	}
+	for _, f := range []struct {
+		suffix   string
+		prefixes []*api.Prefix
+	}{{"", v4}, {"-v6", v6}} {
+		if len(f.prefixes) == 0 {
+			continue
+		}
+		set := setName + f.suffix
+		b.req.DefinedSets = append(b.req.DefinedSets, &api.DefinedSet{
+			DefinedType: api.DefinedType_PREFIX, Name: set, Prefixes: f.prefixes})
+		c := &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: set}, NextHopInList: nextHops}
+		if neighborSet != "" {
+			c.NeighborSet = &api.MatchSet{Type: api.MatchSet_ANY, Name: neighborSet}
+		}
+		b.stmts = append(b.stmts, &api.Statement{Name: stmtName + f.suffix, Actions: actions, Conditions: c})
+	}
+}
+
+// rangeOf is a GoBGP prefix-set entry: prefixes inside p from /min to /max.
+func rangeOf(p netip.Prefix, min, max int) *api.Prefix {
+	return &api.Prefix{IpPrefix: p.String(), MaskLengthMin: uint32(min), MaskLengthMax: uint32(max)}
 }
 
 // preferredLocalPref is the LOCAL_PREF given to the path of a borrowed pod
@@ -408,35 +451,28 @@ func (p *Policy) gobgp() *api.SetPoliciesRequest {
 const preferredLocalPref = 200
 
 // hostedStatements make one statement per node running pods on borrowed
-// addresses: those /32s via the node are accepted with a higher LOCAL_PREF,
-// ahead of the general pod-hosts statement.
-func (p *Policy) hostedStatements(prefixSet func(string, []*api.Prefix)) []*api.Statement {
+// addresses: those host routes via the node are accepted with a higher
+// LOCAL_PREF, ahead of the general pod-hosts statement.
+func (p *Policy) hostedStatements(b *policyBuilder) {
 	var nodes []string
 	for n := range p.hosted {
 		nodes = append(nodes, n)
 	}
 	slices.Sort(nodes)
-	var stmts []*api.Statement
 	for i, n := range nodes {
 		var set []*api.Prefix
 		for _, ip := range p.hosted[n] {
-			set = append(set, &api.Prefix{IpPrefix: netip.PrefixFrom(ip, 32).String(), MaskLengthMin: 32, MaskLengthMax: 32})
+			set = append(set, rangeOf(netip.PrefixFrom(ip, ip.BitLen()), ip.BitLen(), ip.BitLen()))
 		}
-		name := fmt.Sprintf("node-%d-pods", i)
-		prefixSet(name, set)
-		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("hosted-%d", i),
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, LocalPref: &api.LocalPrefAction{Value: preferredLocalPref}},
-			Conditions: &api.Conditions{
-				PrefixSet:     &api.MatchSet{Type: api.MatchSet_ANY, Name: name},
-				NextHopInList: p.nextHopsOf(n),
-			}})
+		b.statements(fmt.Sprintf("node-%d-pods", i), fmt.Sprintf("hosted-%d", i), set, p.nextHopsOf(n),
+			&api.Actions{RouteAction: api.RouteAction_ACCEPT, LocalPref: &api.LocalPrefAction{Value: preferredLocalPref}}, "")
 	}
-	return stmts
 }
 
 // podCIDRStatements makes one statement per Node with spec.podCIDRs: those
-// (from their own length to /31) with a next hop among its addresses.
-func (p *Policy) podCIDRStatements(prefixSet func(string, []*api.Prefix), accept *api.Actions) []*api.Statement {
+// (from their own length to one bit short of a host route) with a next hop
+// among its addresses.
+func (p *Policy) podCIDRStatements(b *policyBuilder, accept *api.Actions) {
 	byNode := map[string][]*api.Prefix{}
 	var nodes []string
 	for _, a := range p.podCIDRs {
@@ -446,28 +482,28 @@ func (p *Policy) podCIDRStatements(prefixSet func(string, []*api.Prefix), accept
 		if _, ok := byNode[a.Node]; !ok {
 			nodes = append(nodes, a.Node)
 		}
-		byNode[a.Node] = append(byNode[a.Node], &api.Prefix{IpPrefix: a.Block.String(),
-			MaskLengthMin: uint32(a.Block.Bits()), MaskLengthMax: 31})
+		byNode[a.Node] = append(byNode[a.Node], rangeOf(a.Block, a.Block.Bits(), a.Block.Addr().BitLen()-1))
 	}
-	return p.nodeStatements(byNode, nodes, "node-%d-podcidrs", "podcidr-%d", prefixSet, accept)
+	p.nodeStatements(b, byNode, nodes, "node-%d-podcidrs", "podcidr-%d", accept)
 }
 
 func (p *Policy) nextHopsOf(node string) []string {
 	var nh []string
 	for _, a := range p.nodeAddrs[node] {
-		nh = append(nh, a.String()+"/32")
+		nh = append(nh, netip.PrefixFrom(a, a.BitLen()).String())
 	}
 	return nh
 }
 
 // ownerStatements makes one statement per owning node: its blocks (from the
-// block length to /31, restricted to the pools) with a next hop among its
-// addresses.
-func (p *Policy) ownerStatements(prefixSet func(string, []*api.Prefix), accept *api.Actions) []*api.Statement {
+// block length to one bit short of a host route, restricted to the pools)
+// with a next hop among its addresses.
+func (p *Policy) ownerStatements(b *policyBuilder, accept *api.Actions) {
 	byNode := map[string][]*api.Prefix{}
 	var nodes []string
 	for _, a := range p.owners {
-		if _, ok := p.nodeAddrs[a.Node]; !ok || a.Block.Bits() == 32 {
+		bits := a.Block.Addr().BitLen()
+		if _, ok := p.nodeAddrs[a.Node]; !ok || a.Block.Bits() == bits {
 			continue
 		}
 		// Only the part of a block inside a pool and at least as long as
@@ -480,34 +516,25 @@ func (p *Policy) ownerStatements(prefixSet func(string, []*api.Prefix), accept *
 				}
 			}
 		}
-		if minLen == -1 || minLen > 31 {
+		if minLen == -1 || minLen > bits-1 {
 			continue
 		}
 		if _, ok := byNode[a.Node]; !ok {
 			nodes = append(nodes, a.Node)
 		}
-		byNode[a.Node] = append(byNode[a.Node], &api.Prefix{IpPrefix: a.Block.String(),
-			MaskLengthMin: uint32(max(minLen, a.Block.Bits())), MaskLengthMax: 31})
+		byNode[a.Node] = append(byNode[a.Node], rangeOf(a.Block, max(minLen, a.Block.Bits()), bits-1))
 	}
-	return p.nodeStatements(byNode, nodes, "node-%d-blocks", "node-%d", prefixSet, accept)
+	p.nodeStatements(b, byNode, nodes, "node-%d-blocks", "node-%d", accept)
 }
 
 // nodeStatements makes one statement per node (in name order): the node's
 // prefixes, with a next hop among its addresses.
-func (p *Policy) nodeStatements(byNode map[string][]*api.Prefix, nodes []string, setName, stmtName string,
-	prefixSet func(string, []*api.Prefix), accept *api.Actions) []*api.Statement {
+func (p *Policy) nodeStatements(b *policyBuilder, byNode map[string][]*api.Prefix, nodes []string, setName, stmtName string,
+	accept *api.Actions) {
 	slices.Sort(nodes)
-	var stmts []*api.Statement
 	for i, n := range nodes {
-		set := fmt.Sprintf(setName, i)
-		prefixSet(set, byNode[n])
-		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf(stmtName, i), Actions: accept,
-			Conditions: &api.Conditions{
-				PrefixSet:     &api.MatchSet{Type: api.MatchSet_ANY, Name: set},
-				NextHopInList: p.nextHopsOf(n),
-			}})
+		b.statements(fmt.Sprintf(setName, i), fmt.Sprintf(stmtName, i), byNode[n], p.nextHopsOf(n), accept, "")
 	}
-	return stmts
 }
 
 func comparePrefix(a, b netip.Prefix) int {

@@ -58,7 +58,7 @@ func TestPolicyDecide(t *testing.T) {
 		{"outside the pools", owned, "198.18.128.0/26", a, RejectOutsidePools},
 		{"covering the pools", owned, "198.18.0.0/16", a, RejectOutsidePools},
 		{"default route", owned, "0.0.0.0/0", a, RejectOutsidePools},
-		{"IPv6", owned, "2001:db8::/64", a, RejectNotIPv4},
+		{"IPv6 outside the (IPv4) pools", owned, "2001:db8::/64", a, RejectOutsidePools},
 		{"no ownership data: any block", open, "198.18.64.64/26", a, Accepted},
 		{"no ownership data: any /32", open, "198.18.79.255/32", a, Accepted},
 		{"no ownership data: still not shorter", open, "198.18.64.0/25", a, RejectShorter},
@@ -85,7 +85,8 @@ func TestPolicyDecide(t *testing.T) {
 
 func TestPolicyIgnoresUnusable(t *testing.T) {
 	p := NewPolicy([]Pool{
-		{CIDR: netip.MustParsePrefix("2001:db8::/48"), BlockSize: 122},
+		{CIDR: netip.MustParsePrefix("2001:db8::/48"), BlockSize: 40},  // block larger than pool
+		{CIDR: netip.MustParsePrefix("2001:db8::/48"), BlockSize: 129}, // longer than an address
 		{CIDR: netip.MustParsePrefix("198.18.64.0/24"), BlockSize: 20}, // block larger than pool
 		{CIDR: netip.MustParsePrefix("198.18.65.0/24"), BlockSize: 26},
 		{CIDR: netip.MustParsePrefix("198.18.65.0/24"), BlockSize: 26},

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -149,10 +150,21 @@ func (s *Speaker) Run(ctx context.Context) error {
 	go srv.Serve()
 
 	global := &api.Global{Asn: s.cfg.LocalAS, RouterId: s.cfg.RouterID.String(), ListenPort: int32(s.cfg.ListenPort)}
-	if s.cfg.ListenAddress.IsValid() {
+	switch {
+	case s.cfg.ListenAddress.IsValid():
 		global.ListenAddresses = []string{s.cfg.ListenAddress.String()}
-	} else if s.cfg.ListenPort > 0 {
+		if s.cfg.ListenAddress6.IsValid() {
+			global.ListenAddresses = append(global.ListenAddresses, s.cfg.ListenAddress6.String())
+		}
+	case s.cfg.ListenPort > 0:
+		// IPv6 (Calico's bird6 dials the IPv6 address of its peers) on
+		// hosts that have it: listening on :: fails where IPv6 is off.
 		global.ListenAddresses = []string{"0.0.0.0"}
+		if s.cfg.ListenAddress6.IsValid() {
+			global.ListenAddresses = append(global.ListenAddresses, s.cfg.ListenAddress6.String())
+		} else if ipv6Available() {
+			global.ListenAddresses = append(global.ListenAddresses, "::")
+		}
 		if s.cfg.PeerWithNodes && s.cfg.NodePassword == nil {
 			// A pod's connection, NATed to its node's address, could take
 			// that node's session while the node's own is down.
@@ -378,7 +390,7 @@ func (s *Speaker) sweep(why string) {
 func (s *Speaker) apply(ctx context.Context, st ClusterState) {
 	pools := slices.Clone(st.Pools)
 	for _, p := range s.cfg.PodCIDRs {
-		pools = append(pools, Pool{Name: "config", CIDR: p, BlockSize: s.cfg.BlockSize})
+		pools = append(pools, Pool{Name: "config", CIDR: p, BlockSize: s.cfg.blockSize(p.Addr())})
 	}
 	pol := NewPolicy(pools, st.Affinities, st.Nodes).WithTrusted(s.cfg.trustedPeers()).WithHosts(st.Hosts)
 	if err := s.setPolicy(ctx, pol); err != nil {
@@ -434,7 +446,8 @@ func (s *Speaker) apply(ctx context.Context, st ClusterState) {
 		s.mu.Unlock()
 		s.m.peerState.WithLabelValues(a.String()).Set(1)
 		s.m.peerUp.WithLabelValues(a.String()).Set(0)
-		s.log.Info("added BGP peer", "peer", a, "as", p.AS, "kind", p.Kind, "node", p.Node, "md5", p.Password != "")
+		s.log.Info("added BGP peer", "peer", a, "as", p.AS, "kind", p.Kind, "node", p.Node, "md5", p.Password != "",
+			"family", familyName(a))
 		if !onLocalSubnet(a) {
 			s.log.Warn("BGP peer is not on a subnet of this host: the next hops it announces must be reachable through "+
 				"an existing route, or its routes are refused (put the edge host on the nodes' subnet, or peer with a route reflector there)",
@@ -616,7 +629,10 @@ func (s *Speaker) onBestPath(p *api.Path) {
 	peer, _ := netip.ParseAddr(p.GetNeighborIp())
 	peer = peer.Unmap()
 	if p.GetNlri() == nil {
-		if p.GetFamily().GetAfi() == api.Family_AFI_IP && p.GetFamily().GetSafi() == api.Family_SAFI_UNICAST {
+		// A session carries one family (see familyOf): its End-of-RIB is
+		// that family's.
+		if f := p.GetFamily(); (f.GetAfi() == api.Family_AFI_IP || f.GetAfi() == api.Family_AFI_IP6) &&
+			f.GetSafi() == api.Family_SAFI_UNICAST {
 			s.onEndOfRIB(peer)
 		}
 		return
@@ -639,7 +655,7 @@ func (s *Speaker) onBestPath(p *api.Path) {
 			delete(s.best, prefix)
 			s.routes.Delete(prefix)
 		}
-		s.m.bestPaths.Set(float64(len(s.best)))
+		s.countBestLocked()
 		return
 	}
 	if v := s.policy.DecideFrom(peer, prefix, nextHop); !v.Accept {
@@ -650,12 +666,25 @@ func (s *Speaker) onBestPath(p *api.Path) {
 			delete(s.best, prefix)
 			s.routes.Delete(prefix)
 		}
-		s.m.bestPaths.Set(float64(len(s.best)))
+		s.countBestLocked()
 		return
 	}
 	s.best[prefix] = bestPath{nextHop: nextHop, peer: peer}
 	s.routes.Set(prefix, nextHop)
+	s.countBestLocked()
+}
+
+// countBestLocked updates the best-path gauges.
+func (s *Speaker) countBestLocked() {
+	n6 := 0
+	for p := range s.best {
+		if p.Addr().Is6() {
+			n6++
+		}
+	}
 	s.m.bestPaths.Set(float64(len(s.best)))
+	s.m.bestFamily.WithLabelValues("ipv4").Set(float64(len(s.best) - n6))
+	s.m.bestFamily.WithLabelValues("ipv6").Set(float64(n6))
 }
 
 func (s *Speaker) onEndOfRIB(peer netip.Addr) {
@@ -858,21 +887,34 @@ func (s *Speaker) enforceMaxPrefixes(ctx context.Context) (readmit bool, next ti
 	return readmit, next
 }
 
-// pathPrefixNextHop reads an IPv4 unicast path.
+// pathPrefixNextHop reads an IPv4 or IPv6 unicast path. Of an IPv6 path's
+// next hops (global, and link-local when the peer shares a link) the global
+// one is used: it names the node, and the kernel takes it as a gateway on
+// the link that reaches it.
 func pathPrefixNextHop(p *api.Path) (netip.Prefix, netip.Addr, error) {
 	nlri, err := apiutil.GetNativeNlri(p)
 	if err != nil {
 		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("NLRI: %w", err)
 	}
-	ipp, ok := nlri.(*bgp.IPAddrPrefix)
-	if !ok {
-		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("NLRI %s is not IPv4 unicast", nlri)
+	var ipp *bgp.IPAddrPrefix
+	v4 := false
+	switch n := nlri.(type) {
+	case *bgp.IPAddrPrefix:
+		ipp, v4 = n, true
+	case *bgp.IPv6AddrPrefix:
+		ipp = &n.IPAddrPrefix
+	default:
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("NLRI %s is not IPv4 or IPv6 unicast", nlri)
 	}
 	a, ok := netip.AddrFromSlice(ipp.Prefix)
 	if !ok {
 		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("NLRI %s: bad address", nlri)
 	}
-	prefix := netip.PrefixFrom(a.Unmap(), int(ipp.Length)).Masked()
+	if v4 {
+		// Held in 16 bytes, with an IPv4 prefix length.
+		a = a.Unmap()
+	}
+	prefix := netip.PrefixFrom(a, int(ipp.Length)).Masked()
 	if p.GetIsWithdraw() {
 		return prefix, netip.Addr{}, nil
 	}
@@ -893,6 +935,24 @@ func pathPrefixNextHop(p *api.Path) (netip.Prefix, netip.Addr, error) {
 		}
 	}
 	return netip.Prefix{}, netip.Addr{}, fmt.Errorf("path to %s has no next hop", prefix)
+}
+
+// familyName names the family of a session with peer.
+func familyName(peer netip.Addr) string {
+	if peer.Is6() {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
+// ipv6Available reports whether the host can open IPv6 sockets.
+func ipv6Available() bool {
+	fd, err := syscall.Socket(syscall.AF_INET6, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return false
+	}
+	_ = syscall.Close(fd)
+	return true
 }
 
 func stateName(s api.PeerState_SessionState) string {

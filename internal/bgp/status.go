@@ -41,9 +41,12 @@ type Status struct {
 type PeerStatus struct {
 	Address netip.Addr `json:"address"`
 	AS      uint32     `json:"as"`
-	Kind    string     `json:"kind"`
-	Node    string     `json:"node,omitempty"`
-	State   string     `json:"state"`
+	// Family is what the session carries: ipv4 or ipv6 unicast, by the
+	// peer address's family (Calico's bird and bird6).
+	Family string `json:"family"`
+	Kind   string `json:"kind"`
+	Node   string `json:"node,omitempty"`
+	State  string `json:"state"`
 	// Since is when the session entered State (uptime when Established).
 	Since    time.Time `json:"since,omitzero"`
 	Received int       `json:"received"`
@@ -114,7 +117,7 @@ func (s *Speaker) Status() Status {
 		addrs[a] = true
 	}
 	for a := range addrs {
-		ps := PeerStatus{Address: a, State: "Idle"}
+		ps := PeerStatus{Address: a, State: "Idle", Family: familyName(a)}
 		if p, ok := s.peers[a]; ok {
 			ps.AS, ps.Kind, ps.Node = p.AS, p.Kind, p.Node
 		} else {
@@ -205,7 +208,7 @@ func (st Status) WriteText(w io.Writer) error {
 		fmt.Fprintln(tw, "Block ownership: not checked (no BlockAffinity data)")
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "Peer\tAS\tKind\tNode\tState\tSince\tRecv\tAcc\tRej\tEoR\tInfo")
+	fmt.Fprintln(tw, "Peer\tAS\tFamily\tKind\tNode\tState\tSince\tRecv\tAcc\tRej\tEoR\tInfo")
 	for _, p := range st.Peers {
 		since := "-"
 		if !p.Since.IsZero() {
@@ -215,7 +218,7 @@ func (st Status) WriteText(w io.Writer) error {
 		if p.EndOfRIB {
 			eor = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Address, p.AS, p.Kind, dash(p.Node),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Address, p.AS, p.Family, p.Kind, dash(p.Node),
 			p.State, since, p.Received, p.Accepted, p.Rejected, eor, p.Problem)
 	}
 	fmt.Fprintln(tw)

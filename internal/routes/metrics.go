@@ -7,11 +7,12 @@ import (
 )
 
 type metrics struct {
-	installed      prometheus.Gauge
-	stale          prometheus.Gauge
-	refused        prometheus.Gauge
-	errors         *prometheus.CounterVec
-	netlinkSeconds prometheus.Histogram
+	installed       prometheus.Gauge
+	installedFamily *prometheus.GaugeVec
+	stale           prometheus.Gauge
+	refused         prometheus.Gauge
+	errors          *prometheus.CounterVec
+	netlinkSeconds  prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -20,6 +21,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "perimeter_routes_installed",
 			Help: "Pod routes learned by BGP and present in the kernel.",
 		}),
+		installedFamily: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "perimeter_routes_installed_by_family",
+			Help: "Pod routes learned by BGP and present in the kernel, by address family (ipv4, ipv6).",
+		}, []string{"family"}),
 		stale: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "perimeter_routes_stale",
 			Help: "Routes kept from a previous run until BGP re-announces them or the sweep removes them.",
@@ -41,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.installed, m.stale, m.refused, m.errors, m.netlinkSeconds} {
+	for _, c := range []prometheus.Collector{m.installed, m.installedFamily, m.stale, m.refused, m.errors, m.netlinkSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register route metrics: %w", err)
 		}

@@ -34,8 +34,13 @@ func (m *Manager) resolve(nextHop netip.Addr) (resolved, error) {
 }
 
 func (m *Manager) lookup(nextHop netip.Addr) resolved {
-	if !nextHop.IsValid() || !nextHop.Is4() || nextHop.IsUnspecified() {
-		return resolved{err: fmt.Errorf("next hop %v is not a usable IPv4 address", nextHop)}
+	if !nextHop.IsValid() || nextHop.Is4In6() || nextHop.IsUnspecified() || nextHop.IsMulticast() {
+		return resolved{err: fmt.Errorf("next hop %v is not a usable unicast address", nextHop)}
+	}
+	if nextHop.IsLinkLocalUnicast() && nextHop.Is6() {
+		// Which link it is on is not in the address; nodes announce their
+		// global address as next hop.
+		return resolved{err: fmt.Errorf("next hop %v is link-local: a global address is needed", nextHop)}
 	}
 	// FIBMatch returns the table entry that matched (with its protocol and
 	// type) rather than a route cloned for this one address.

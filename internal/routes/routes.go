@@ -502,13 +502,25 @@ func (m *Manager) takeOverOrConflict(dst netip.Prefix, r *netlink.Route) error {
 
 func (m *Manager) del(dst netip.Prefix, kr kernelRoute) error {
 	err := m.nl.RouteDel(&netlink.Route{Dst: prefixToIPNet(dst), Table: m.cfg.Table,
-		Protocol: netlink.RouteProtocol(m.cfg.Protocol), Priority: m.cfg.Metric})
+		Protocol: netlink.RouteProtocol(m.cfg.Protocol), Priority: m.metric(dst)})
 	if err != nil && !errors.Is(err, syscall.ESRCH) {
 		m.m.errors.WithLabelValues("delete").Inc()
 		return err
 	}
 	delete(m.installed, dst)
 	return nil
+}
+
+// ipv6DefaultMetric is what the kernel makes of an IPv6 route written
+// with metric 0 (IP6_RT_PRIO_USER).
+const ipv6DefaultMetric = 1024
+
+// metric is the route priority of dst as the kernel stores it.
+func (m *Manager) metric(dst netip.Prefix) int {
+	if m.cfg.Metric == 0 && dst.Addr().Is6() {
+		return ipv6DefaultMetric
+	}
+	return m.cfg.Metric
 }
 
 func (m *Manager) route(dst netip.Prefix, kr kernelRoute) *netlink.Route {
@@ -518,7 +530,7 @@ func (m *Manager) route(dst netip.Prefix, kr kernelRoute) *netlink.Route {
 		LinkIndex: kr.link,
 		Table:     m.cfg.Table,
 		Protocol:  netlink.RouteProtocol(m.cfg.Protocol),
-		Priority:  m.cfg.Metric,
+		Priority:  m.metric(dst),
 		Scope:     netlink.SCOPE_UNIVERSE,
 		Type:      unix.RTN_UNICAST,
 	}
@@ -534,7 +546,7 @@ func (m *Manager) listOurs() (map[netip.Prefix]kernelRoute, error) {
 	out := make(map[netip.Prefix]kernelRoute, len(rs))
 	for _, r := range rs {
 		dst, ok := ipNetToPrefix(r.Dst)
-		if !ok || r.Priority != m.cfg.Metric {
+		if !ok || r.Priority != m.metric(dst) {
 			continue
 		}
 		gw, _ := netip.AddrFromSlice(r.Gw)
@@ -554,7 +566,7 @@ func listWithRetry(nl Netlink, filter *netlink.Route, mask uint64) ([]netlink.Ro
 	var err error
 	for range 5 {
 		var rs []netlink.Route
-		rs, err = nl.RouteListFiltered(netlink.FAMILY_V4, filter, mask)
+		rs, err = nl.RouteListFiltered(netlink.FAMILY_ALL, filter, mask)
 		if err == nil {
 			return rs, nil
 		}
@@ -573,17 +585,22 @@ func (m *Manager) kickLocked() {
 }
 
 func (m *Manager) updateGauges() {
-	n := 0
+	n, n6 := 0, 0
 	refused := 0
-	for _, d := range m.desired {
+	for dst, d := range m.desired {
 		switch d.state {
 		case StateInstalled:
 			n++
+			if dst.Addr().Is6() {
+				n6++
+			}
 		case StateRefused, StateConflict:
 			refused++
 		}
 	}
 	m.m.installed.Set(float64(n))
+	m.m.installedFamily.WithLabelValues("ipv4").Set(float64(n - n6))
+	m.m.installedFamily.WithLabelValues("ipv6").Set(float64(n6))
 	m.m.stale.Set(float64(len(m.stale)))
 	m.m.refused.Set(float64(refused))
 }
