@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -153,5 +154,100 @@ func TestPolicyTrustedPeer(t *testing.T) {
 	req := pol.gobgp()
 	if st := req.Policies[0].Statements[0]; st.Name != "trusted" || st.Conditions.NeighborSet == nil {
 		t.Fatalf("first statement:\n%s", prototext.Format(req))
+	}
+}
+
+// IPv6 (Calico's bird6): the same rules with IPv6 pools (/122 blocks),
+// affinities, node addresses and /128 host routes, side by side with IPv4.
+func TestPolicyDecideIPv6(t *testing.T) {
+	a4, a6, b6 := "198.19.64.2", "2001:db8:19::2", "2001:db8:19::3"
+	nA := Node{Name: "node-a", PeerAddress: netip.MustParseAddr(a4), PeerAddress6: netip.MustParseAddr(a6),
+		Addresses: []netip.Addr{netip.MustParseAddr(a4), netip.MustParseAddr(a6)}}
+	nB := Node{Name: "node-b", PeerAddress6: netip.MustParseAddr(b6),
+		PodCIDRs: []netip.Prefix{netip.MustParsePrefix("2001:db8:18:f::/64")}}
+	dual := append([]Pool{{Name: "v6", CIDR: netip.MustParsePrefix("2001:db8:18::/48"), BlockSize: 122}}, pools...)
+	affs := append([]Affinity{
+		{Block: netip.MustParsePrefix("2001:db8:18::/122"), Node: "node-a"},
+		{Block: netip.MustParsePrefix("2001:db8:18::40/122"), Node: "node-b"},
+	}, affinities...)
+	owned := NewPolicy(dual, affs, []Node{nA, nB})
+	open := NewPolicy(dual, nil, []Node{nA, nB})
+	for _, tc := range []struct {
+		name    string
+		p       *Policy
+		prefix  string
+		nextHop string
+		want    Reason
+	}{
+		{"own block via its IPv6 address", owned, "2001:db8:18::/122", a6, Accepted},
+		{"other node's block", owned, "2001:db8:18::40/122", a6, RejectNotOwner},
+		{"block via its owner", owned, "2001:db8:18::40/122", b6, Accepted},
+		{"block without affinity", owned, "2001:db8:18::80/122", a6, RejectNoAffinity},
+		{"shorter than a /122 block", owned, "2001:db8:18::/120", a6, RejectShorter},
+		{"whole pool", owned, "2001:db8:18::/48", a6, RejectShorter},
+		{"outside the IPv6 pool", owned, "2001:db8:99::/122", a6, RejectOutsidePools},
+		{"default route", owned, "::/0", a6, RejectOutsidePools},
+		{"borrowed /128 via a node", owned, "2001:db8:18::45/128", a6, Accepted},
+		{"/128 via no node", owned, "2001:db8:18::45/128", "2001:db8:19::99", RejectHostNotNode},
+		{"no ownership data: any block", open, "2001:db8:18::80/122", "2001:db8:19::99", Accepted},
+		{"no ownership data: still not shorter", open, "2001:db8:18::/121", a6, RejectShorter},
+		{"IPv6 podCIDR from its node", owned, "2001:db8:18:f::/64", b6, Accepted},
+		{"IPv6 podCIDR from another node", owned, "2001:db8:18:f::/64", a6, RejectNotOwner},
+		{"IPv4 still works beside it", owned, "198.18.64.0/26", a4, Accepted},
+		{"IPv4 block is not inside an IPv6 pool", NewPolicy(dual[:1], affs, []Node{nA}), "198.18.64.0/26", a4, RejectOutsidePools},
+	} {
+		v := tc.p.Decide(netip.MustParsePrefix(tc.prefix), netip.MustParseAddr(tc.nextHop))
+		if v.Reason != tc.want || v.Accept != (tc.want == Accepted) {
+			t.Errorf("%s: Decide(%s via %s) = %+v, want %s", tc.name, tc.prefix, tc.nextHop, v, tc.want)
+		}
+	}
+	// Borrowed addresses of either family prefer the node running the pod.
+	hosted := owned.WithHosts(map[netip.Addr]string{netip.MustParseAddr("2001:db8:18::45"): "node-a"})
+	if h := hosted.HostOf(netip.MustParseAddr("2001:db8:18::45")); h != "node-a" {
+		t.Errorf("HostOf borrowed IPv6 address = %q", h)
+	}
+
+	// GoBGP's prefix sets hold one family each: every IPv6 prefix is in a
+	// "-v6" set of its own statement, host routes and blocks with IPv6
+	// lengths, next hops as /128s.
+	req := hosted.gobgp()
+	sets := map[string]*api.DefinedSet{}
+	for _, d := range req.DefinedSets {
+		sets[d.Name] = d
+		v6 := 0
+		for _, p := range d.Prefixes {
+			if netip.MustParsePrefix(p.IpPrefix).Addr().Is6() {
+				v6++
+			}
+		}
+		if v6 != 0 && v6 != len(d.Prefixes) {
+			t.Errorf("set %s mixes families:\n%s", d.Name, prototext.Format(d))
+		}
+	}
+	stmts := map[string]*api.Statement{}
+	for _, st := range req.Policies[0].Statements {
+		stmts[st.Name] = st
+	}
+	for name, want := range map[string]string{
+		"pod-hosts-v6": "2001:db8:18::/48 128-128",
+		"node-0-v6":    "2001:db8:18::/122 122-127",
+		"node-1-v6":    "2001:db8:18::40/122 122-127",
+		"podcidr-0-v6": "2001:db8:18:f::/64 64-127",
+		"hosted-0-v6":  "2001:db8:18::45/128 128-128",
+		"node-0":       "198.18.64.0/26 26-31",
+	} {
+		st := stmts[name]
+		if st == nil {
+			t.Errorf("no statement %s:\n%s", name, prototext.Format(req))
+			continue
+		}
+		set := sets[st.Conditions.PrefixSet.Name]
+		p := set.GetPrefixes()[0]
+		if got := fmt.Sprintf("%s %d-%d", p.IpPrefix, p.MaskLengthMin, p.MaskLengthMax); got != want {
+			t.Errorf("statement %s: first prefix %s, want %s", name, got, want)
+		}
+	}
+	if nh := stmts["node-0-v6"].GetConditions().GetNextHopInList(); len(nh) != 2 || nh[0] != a4+"/32" || nh[1] != a6+"/128" {
+		t.Errorf("node-a's next hops: %v", nh)
 	}
 }
