@@ -9,7 +9,9 @@ package bgp
 //
 // Addresses: links in 198.19.64.0/24 (edge 198.19.64.1 on br0, node i at
 // 198.19.64.(10+i)), pods in 198.18.64.0/18 (node i's blocks in
-// 198.18.(64+i).0/24). All inside namespaces the tests create.
+// 198.18.(64+i).0/24). With IPv6 (enableIPv6), links in 2001:db8:18:ff::/64
+// (edge ::1, node i ::(10+i)) and pods in 2001:db8:18::/64 (node i's /122
+// blocks in 2001:db8:18::i00/120). All inside namespaces the tests create.
 
 import (
 	"bufio"
@@ -174,7 +176,27 @@ type lab struct {
 	edgeH  *netlink.Handle
 	nodes  []*birdNode
 	port   int
+	ipv6   bool
 }
+
+// Lab IPv6 addresses.
+const (
+	labEdge6 = "2001:db8:18:ff::1"
+	labPool6 = "2001:db8:18::/64"
+)
+
+// enableIPv6 gives the edge an IPv6 address on br0 and nodes added later
+// one on their link, with the IPv6 leak guard in the root namespace. DAD is
+// off: the addresses are usable at once.
+func (l *lab) enableIPv6() {
+	l.t.Helper()
+	testenv.GuardRoutes(l.t)
+	l.ip("-6", "addr", "add", labEdge6+"/64", "dev", "br0", "nodad")
+	l.ipv6 = true
+}
+
+// block6 returns node i's j-th IPv6 /122.
+func block6(i, j int) string { return fmt.Sprintf("2001:db8:18::%x/122", i*0x100+j*0x40) }
 
 var labCounter atomic.Int32
 
@@ -211,24 +233,29 @@ type birdNode struct {
 	i        int
 	name     string
 	addr     string
+	addr6    string // with enableIPv6
 	bird     *testenv.Bird
 	settings birdSettings
 }
 
 // birdSettings shape a node's bird.conf.
 type birdSettings struct {
-	Addr, Edge  string
-	EdgePort    int
-	GR          bool
-	GRTime      int
-	Password    string
-	Static      []birdStatic
-	RouterIDTag int
+	Addr, Edge string
+	// Addr6 and Edge6 add an IPv6 session (ipv6 channel), over the
+	// nodes' IPv6 addresses, exporting the IPv6 static routes.
+	Addr6, Edge6 string
+	EdgePort     int
+	GR           bool
+	GRTime       int
+	Password     string
+	Static       []birdStatic
+	RouterIDTag  int
 }
 
 type birdStatic struct {
 	Name     string
 	Disabled bool
+	IPv6     bool
 	Routes   []string
 }
 
@@ -240,7 +267,7 @@ protocol static {{.Name}} {
 {{- if .Disabled}}
 	disabled;
 {{- end}}
-	ipv4;
+	{{if .IPv6}}ipv6{{else}}ipv4{{end}};
 {{- range .Routes}}
 	route {{.}} blackhole;
 {{- end}}
@@ -264,6 +291,23 @@ protocol bgp edge {
 {{- end}}
 	ipv4 { import none; export where source = RTS_STATIC; next hop self; };
 }
+{{- if .Addr6}}
+protocol bgp edge6 {
+	local {{.Addr6}} as 64512;
+	neighbor {{.Edge6}} port {{.EdgePort}} as 64512;
+	hold time 9;
+	connect delay time 1;
+	connect retry time 1;
+	error wait time 1, 2;
+{{- if .GR}}
+	graceful restart on;
+	graceful restart time {{.GRTime}};
+{{- else}}
+	graceful restart off;
+{{- end}}
+	ipv6 { import none; export where source = RTS_STATIC; next hop self; };
+}
+{{- end}}
 `))
 
 // addNode creates node-i's namespace and its port on the edge's bridge;
@@ -273,10 +317,19 @@ func (l *lab) addNode(s birdSettings) *birdNode {
 	i := len(l.nodes) + 1
 	n := &birdNode{lab: l, i: i, name: fmt.Sprintf("node-%d", i), addr: fmt.Sprintf("198.19.64.%d", 10+i)}
 	s.Addr, s.Edge, s.EdgePort = n.addr, "198.19.64.1", l.port
+	if l.ipv6 {
+		n.addr6 = fmt.Sprintf("2001:db8:18:ff::%d", 10+i)
+		s.Addr6, s.Edge6 = n.addr6, labEdge6
+	}
 	n.settings = s
 	ns := testenv.NewNetns(l.t, fmt.Sprintf("%s-n%d", l.id, i))
 	testenv.Veth(l.t, testenv.VethOptions{NS: l.edgeNS, PeerNS: ns, Name: fmt.Sprintf("vn%d", i), PeerName: "eth0",
 		Master: "br0", PeerAddr: n.addr + "/24"})
+	if l.ipv6 {
+		if _, err := ns.Exec("ip", "-6", "addr", "add", n.addr6+"/64", "dev", "eth0", "nodad"); err != nil {
+			l.t.Fatal(err)
+		}
+	}
 	n.bird = testenv.NewBird(l.t, ns, l.dir, n.name)
 	l.nodes = append(l.nodes, n)
 	return n
@@ -431,7 +484,7 @@ func (e *edgeProc) text(t testing.TB) string {
 // kernel returns the edge's routes with our protocol: "dst via gw".
 func (l *lab) kernel() map[string]string {
 	l.t.Helper()
-	rs, err := l.edgeH.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.DefaultProtocol},
+	rs, err := l.edgeH.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Protocol: routes.DefaultProtocol},
 		netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		l.t.Fatal(err)
@@ -464,7 +517,12 @@ func (l *lab) nodeState(nodes ...*birdNode) []Node {
 	var out []Node
 	for _, n := range nodes {
 		a := netip.MustParseAddr(n.addr)
-		out = append(out, Node{Name: n.name, PeerAddress: a, Addresses: []netip.Addr{a}})
+		node := Node{Name: n.name, PeerAddress: a, Addresses: []netip.Addr{a}}
+		if n.addr6 != "" {
+			node.PeerAddress6 = netip.MustParseAddr(n.addr6)
+			node.Addresses = append(node.Addresses, node.PeerAddress6)
+		}
+		out = append(out, node)
 	}
 	return out
 }

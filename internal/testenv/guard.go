@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,6 +76,14 @@ func releaseGuard() error {
 // GuardRange is what the leak guard makes unreachable: pods, links and ClusterIPs.
 const GuardRange = "198.18.0.0/15"
 
+// GuardRange6 is the IPv6 leak guard: the documentation range, from which
+// the tests take their IPv6 pods and links.
+const GuardRange6 = "2001:db8::/32"
+
+func guardRoute6() *netlink.Route {
+	return &netlink.Route{Dst: prefixNet(netip.MustParsePrefix(GuardRange6)), Type: unix.RTN_UNREACHABLE, Table: unix.RT_TABLE_MAIN}
+}
+
 func guardRoute() *netlink.Route {
 	return &netlink.Route{Dst: prefixNet(podSpace), Type: unix.RTN_UNREACHABLE, Table: unix.RT_TABLE_MAIN}
 }
@@ -115,14 +124,16 @@ func updateOwners(add bool) error {
 		return err
 	}
 	if len(owners) > 0 {
-		err = ensureGuardRoute(h)
+		err = errors.Join(ensureGuardRoute(h, guardRoute()), ensureGuardRoute(h, guardRoute6()))
 	} else {
-		err = h.RouteDel(guardRoute())
-		if errors.Is(err, unix.ESRCH) {
-			err = nil
-		}
-		if err != nil {
-			err = fmt.Errorf("remove leak guard route: %w", err)
+		for _, r := range []*netlink.Route{guardRoute(), guardRoute6()} {
+			derr := h.RouteDel(r)
+			if errors.Is(derr, unix.ESRCH) || errors.Is(derr, unix.EAFNOSUPPORT) {
+				derr = nil
+			}
+			if derr != nil {
+				err = errors.Join(err, fmt.Errorf("remove leak guard route %s: %w", r.Dst, derr))
+			}
 		}
 	}
 	content := ""
@@ -135,9 +146,11 @@ func updateOwners(add bool) error {
 	return err
 }
 
-func ensureGuardRoute(h *netlink.Handle) error {
-	r := guardRoute()
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, r, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+func ensureGuardRoute(h *netlink.Handle, r *netlink.Route) error {
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, r, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	if errors.Is(err, unix.EAFNOSUPPORT) && r.Dst.IP.To4() == nil {
+		return nil // no IPv6 on this host: nothing can leak there
+	}
 	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
 		return fmt.Errorf("list routes: %w", err)
 	}
@@ -147,9 +160,31 @@ func ensureGuardRoute(h *netlink.Handle) error {
 		}
 	}
 	if err := h.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("add leak guard route unreachable %s: %w", GuardRange, err)
+		if errors.Is(err, unix.EAFNOSUPPORT) && r.Dst.IP.To4() == nil {
+			return nil
+		}
+		return fmt.Errorf("add leak guard route unreachable %s: %w", r.Dst, err)
 	}
 	return nil
+}
+
+// GuardActive6 reports whether the IPv6 leak guard route is in the root
+// namespace.
+func GuardActive6() (bool, error) {
+	h, err := rootNetlink()
+	if err != nil {
+		return false, err
+	}
+	routes, err := h.RouteListFiltered(netlink.FAMILY_V6, guardRoute6(), netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range routes {
+		if r.Type == unix.RTN_UNREACHABLE {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // GuardActive reports whether the leak guard route is in the root namespace.

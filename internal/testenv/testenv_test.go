@@ -242,6 +242,13 @@ func TestPod(t *testing.T) {
 	if _, _, err := get(t, "http://"+podNet+"99:8080/", nil); !errors.Is(err, syscall.EHOSTUNREACH) {
 		t.Fatalf("address without pod: got %v, want no route to host", err)
 	}
+	// The same for IPv6 test addresses (the documentation range).
+	if on, err := testenv.GuardActive6(); err != nil || !on {
+		t.Fatalf("IPv6 leak guard route active: %v %v", on, err)
+	}
+	if _, _, err := get(t, "http://[2001:db8:18::99]:8080/", nil); !errors.Is(err, syscall.ENETUNREACH) && !errors.Is(err, syscall.EHOSTUNREACH) {
+		t.Fatalf("IPv6 address without pod: got %v, want unreachable", err)
+	}
 
 	// Inside, the pod has its address on lo and a veth named eth0.
 	out, err := p.Netns.Exec("ip", "-4", "-o", "addr")

@@ -1,0 +1,129 @@
+package bgp
+
+import (
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// IPv6 beside IPv4, as Calico runs it: each node has a second BGP session
+// over its IPv6 address carrying its IPv6 blocks (bird6's job in
+// calico-node), and the edge installs them with protocol 201 through the
+// nodes' IPv6 addresses, under the same import policy.
+func TestBirdIPv6RoutesAndPolicy(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	l.enableIPv6()
+	// The administrator's IPv6 route in the same table: left alone.
+	l.ip("-6", "route", "add", "2001:db8:18:1::/64", "via", "2001:db8:18:ff::99", "proto", "static")
+
+	n1 := l.addNode(birdSettings{GR: true, GRTime: 20, Static: []birdStatic{
+		{Name: "pods", Routes: []string{block(1, 0)}},
+		{Name: "pods6", IPv6: true, Routes: []string{
+			block6(1, 0),
+			"2001:db8:18::245/128", // an address borrowed from node-2's block
+			"2001:db8:18::300/122", // nobody's block
+			"2001:db8:99::/122",    // outside the IPv6 pool
+			block6(2, 1),           // node-2's block
+		}},
+		{Name: "extra6", IPv6: true, Disabled: true, Routes: []string{block6(1, 1)}},
+	}})
+	n2 := l.addNode(birdSettings{GR: true, GRTime: 20, Static: []birdStatic{
+		{Name: "pods6", IPv6: true, Routes: []string{block6(2, 0), block6(2, 1)}},
+	}})
+	n1.start()
+	n2.start()
+	st := ClusterState{
+		Nodes: l.nodeState(n1, n2),
+		Pools: []Pool{{Name: "v4", CIDR: mustPrefix("198.18.64.0/18"), BlockSize: 26},
+			{Name: "v6", CIDR: mustPrefix(labPool6), BlockSize: 122}},
+		Affinities: []Affinity{
+			affinity(block(1, 0), n1.name), affinity(block6(1, 0), n1.name), affinity(block6(1, 1), n1.name),
+			affinity(block6(2, 0), n2.name), affinity(block6(2, 1), n2.name),
+		},
+	}
+	e := l.startEdge(edgeSpec{PeerWithNodes: true, InitialState: &edgeState{ClusterState: st}})
+
+	want := map[string]string{
+		block(1, 0):  n1.addr,
+		block6(1, 0): n1.addr6, "2001:db8:18::245/128": n1.addr6,
+		block6(2, 0): n2.addr6, block6(2, 1): n2.addr6,
+	}
+	l.waitKernel(30*time.Second, want)
+	if out, _ := l.edgeNS.Exec("ip", "-6", "route", "show", "proto", "201"); !strings.Contains(out,
+		block6(1, 0)+" via "+n1.addr6+" dev br0") {
+		t.Fatalf("ip -6 route show proto 201:\n%s", out)
+	}
+	var stat Status
+	eventually(t, 10*time.Second, func() string {
+		var err error
+		if stat, err = e.status(); err != nil {
+			return err.Error()
+		}
+		if !peerStatus(stat, n1.addr6).EndOfRIB {
+			return "no End-of-RIB from node-1's IPv6 session yet"
+		}
+		return ""
+	})
+	rejected := map[string]Reason{}
+	for _, r := range stat.Rejected {
+		rejected[r.Prefix.String()+" from "+r.Peer.String()] = r.Reason
+	}
+	for k, want := range map[string]Reason{
+		"2001:db8:99::/122 from " + n1.addr6:    RejectOutsidePools,
+		"2001:db8:18::300/122 from " + n1.addr6: RejectNoAffinity,
+		block6(2, 1) + " from " + n1.addr6:      RejectNotOwner,
+	} {
+		if rejected[k] != want {
+			t.Fatalf("rejection of %s = %q, want %q; all: %v\n%s", k, rejected[k], want, rejected, e.text(t))
+		}
+	}
+	// Two sessions per dual-stack node, one per family.
+	if p := peerStatus(stat, n1.addr6); p.State != "Established" || p.Family != "ipv6" || p.Node != n1.name ||
+		p.Received != 5 || p.Accepted != 2 || p.Rejected != 3 {
+		t.Fatalf("node-1 IPv6 session %+v\n%s", p, e.text(t))
+	}
+	if p := peerStatus(stat, n1.addr); p.State != "Established" || p.Family != "ipv4" || p.Accepted != 1 {
+		t.Fatalf("node-1 IPv4 session %+v", p)
+	}
+	if p := peerStatus(stat, n2.addr6); p.State != "Established" || p.Accepted != 2 {
+		t.Fatalf("node-2 IPv6 session %+v", p)
+	}
+	text := e.text(t)
+	for _, s := range []string{n1.addr6 + " ", "ipv6", block6(1, 0), "installed"} {
+		if !strings.Contains(text, s) {
+			t.Fatalf("perimeter bgp status lacks %q:\n%s", s, text)
+		}
+	}
+	t.Logf("perimeter bgp status:\n%s", text)
+
+	// An announcement and its withdrawal.
+	n1.birdc("enable", "extra6")
+	want[block6(1, 1)] = n1.addr6
+	l.waitKernel(10*time.Second, want)
+	n1.birdc("disable", "extra6")
+	delete(want, block6(1, 1))
+	l.waitKernel(10*time.Second, want)
+
+	// node-2's BIRD stops: its IPv6 blocks go.
+	n2.kill(syscall.SIGTERM)
+	delete(want, block6(2, 0))
+	delete(want, block6(2, 1))
+	l.waitKernel(10*time.Second, want)
+
+	// The edge stops: its routes of both families go, the administrator's
+	// stays.
+	if err := e.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("edge exit: %v", err)
+	}
+	if got := l.kernel(); len(got) != 0 {
+		t.Fatalf("routes left after exit: %v", got)
+	}
+	if out, _ := l.edgeNS.Exec("ip", "-6", "route", "show", "2001:db8:18:1::/64"); !strings.Contains(out, "proto static") {
+		t.Fatalf("the administrator's IPv6 route is gone: %q", out)
+	}
+}
+
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
