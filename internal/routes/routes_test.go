@@ -337,3 +337,88 @@ func statusOf(m *Manager, dst string) Status {
 	}
 	return Status{}
 }
+
+// IPv6 routes (from Calico's bird6 sessions) beside IPv4 ones: the kernel
+// stores an IPv6 route written with metric 0 at 1024; a restarted manager
+// must still recognise it as its own (adopt, sweep, flush), or it would
+// duplicate or leak it.
+func TestIPv6Routes(t *testing.T) {
+	n := newTestNS(t)
+	testenv.GuardRoutes(t)
+	ip(t, "-n", n.name, "-6", "addr", "add", "2001:db8:18:96::1/64", "dev", "rt0", "nodad")
+	ip(t, "-n", n.name, "-6", "route", "add", "2001:db8:18:1::/64", "via", "2001:db8:18:96::3", "proto", "static")
+	reg := prometheus.NewRegistry()
+	m := newManager(t, n, reg)
+	gw6 := addr("2001:db8:18:96::2")
+	m.Set(pfx("2001:db8:18::/122"), gw6)
+	m.Set(pfx("2001:db8:18::45/128"), gw6)
+	m.Set(pfx("198.18.64.0/26"), addr("198.19.96.2"))
+	m.Set(pfx("2001:db8:18::80/122"), addr("fe80::1"))        // link-local: refused
+	m.Set(pfx("2001:db8:18::c0/122"), addr("2001:db8:77::1")) // no route to it: refused
+	m.Set(pfx("2001:db8:18:1::/64"), gw6)                     // held by the administrator's route
+
+	ours := func() map[string]string {
+		out := map[string]string{}
+		rs, err := n.h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Protocol: DefaultProtocol}, netlink.RT_FILTER_PROTOCOL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			out[r.Dst.String()] = r.Gw.String()
+		}
+		return out
+	}
+	want := map[string]string{"2001:db8:18::/122": "2001:db8:18:96::2", "2001:db8:18::45/128": "2001:db8:18:96::2",
+		"198.18.64.0/26": "198.19.96.2"}
+	if got := ours(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("routes with protocol 201 = %v, want %v\n%s", got, want, n.show(t, "-6"))
+	}
+	if out := ip(t, "-n", n.name, "-6", "route", "show", "proto", "201"); !strings.Contains(out, "2001:db8:18::/122 via 2001:db8:18:96::2 dev rt0") {
+		t.Fatalf("ip -6 route show proto 201:\n%s", out)
+	}
+	states := map[string]State{}
+	for _, s := range m.Routes() {
+		states[s.Dst.String()] = s.State
+	}
+	if states["2001:db8:18::80/122"] != StateRefused || states["2001:db8:18::c0/122"] != StateRefused ||
+		states["2001:db8:18:1::/64"] != StateConflict {
+		t.Fatalf("states %v", states)
+	}
+	if v := testutil.ToFloat64(m.m.installedFamily.WithLabelValues("ipv6")); v != 2 {
+		t.Fatalf("perimeter_routes_installed_by_family{family=ipv6} = %v, want 2", v)
+	}
+	// A full reconcile leaves them as they are (no re-add, no duplicate).
+	if err := m.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if out := ip(t, "-n", n.name, "-6", "route", "show", "proto", "201"); strings.Count(out, "2001:db8:18::/122") != 1 {
+		t.Fatalf("after reconcile:\n%s", out)
+	}
+
+	// A new manager adopts them as stale and sweeps what is not
+	// re-announced.
+	m2, err := New(Config{}, n.h, quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := m2.Adopt(); err != nil || k != 3 {
+		t.Fatalf("adopted %d routes (%v), want 3", k, err)
+	}
+	m2.Set(pfx("2001:db8:18::/122"), gw6)
+	if k := m2.Sweep(); k != 2 {
+		t.Fatalf("swept %d, want 2", k)
+	}
+	want = map[string]string{"2001:db8:18::/122": "2001:db8:18:96::2"}
+	if got := ours(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after sweep = %v, want %v", got, want)
+	}
+	if k, err := m2.Flush(); err != nil || k != 1 {
+		t.Fatalf("flushed %d (%v), want 1", k, err)
+	}
+	if got := ours(); len(got) != 0 {
+		t.Fatalf("after flush: %v", got)
+	}
+	if out := ip(t, "-n", n.name, "-6", "route", "show", "2001:db8:18:1::/64"); !strings.Contains(out, "proto static") {
+		t.Fatalf("the administrator's route is gone: %q", out)
+	}
+}
