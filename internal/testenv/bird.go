@@ -74,6 +74,7 @@ func newBird(ns *Netns, dir, name string) *Bird {
 var bird1 struct {
 	mu         sync.Mutex
 	bird, ctl  string
+	dir        string
 	err        error
 	downloaded bool
 }
@@ -109,8 +110,48 @@ func Bird1() (bird, birdc string, err error) {
 		return "", "", bird1.err
 	}
 	dir := strings.TrimSpace(out.String())
+	bird1.dir = dir
 	bird1.bird, bird1.ctl = filepath.Join(dir, "bird"), filepath.Join(dir, "birdc")
 	return bird1.bird, bird1.ctl, nil
+}
+
+// Bird6 returns the paths of BIRD 1.6's IPv6 daemon, bird6, and its birdc6,
+// from the same package as Bird1: calico-node runs it beside bird for
+// IPv6 pools.
+func Bird6() (bird6, birdc6 string, err error) {
+	if _, _, err := Bird1(); err != nil {
+		return "", "", err
+	}
+	bird1.mu.Lock()
+	dir := bird1.dir
+	bird1.mu.Unlock()
+	bird6, birdc6 = filepath.Join(dir, "bird6"), filepath.Join(dir, "birdc6")
+	for _, p := range []string{bird6, birdc6} {
+		if _, err := os.Stat(p); err != nil {
+			return "", "", fmt.Errorf("BIRD 1.6 package without bird6: %w", err)
+		}
+	}
+	return bird6, birdc6, nil
+}
+
+// NewCalicoBird6 is NewCalicoBird running bird6, for CalicoBird6Config.
+func NewCalicoBird6(tb testing.TB, ns *Netns, dir, name string) *Bird {
+	tb.Helper()
+	RequireBird1(tb)
+	bin, ctl, err := Bird6()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := newBird(ns, dir, name)
+	b.bin, b.birdc = bin, ctl
+	b.args = []string{"-R"}
+	tb.Cleanup(func() {
+		b.Stop(syscall.SIGKILL)
+		if tb.Failed() {
+			tb.Logf("BIRD %s (tail):\n%s", name, tailFile(b.Log, 30))
+		}
+	})
+	return b
 }
 
 // RequireBird1 fails the test when BIRD 1.6 cannot be had (root and not

@@ -15,7 +15,10 @@ import (
 // that select it.
 type CalicoNode struct {
 	Address string // projectcalico.org/IPv4Address: router id, source address, next hop
-	AS      uint32 // BGPConfiguration asNumber or the node's ASNumber (default 64512)
+	// RouterID is the router id when it is not Address: bird6's (IPv6
+	// Address) is the node's IPv4 address, as confd renders it.
+	RouterID string
+	AS       uint32 // BGPConfiguration asNumber or the node's ASNumber (default 64512)
 	// Pools are the IPPool CIDRs; NoExportPools those with
 	// disableBGPExport.
 	Pools, NoExportPools []string
@@ -69,8 +72,33 @@ type CalicoPeer struct {
 // BIRD fork has and BIRD 1.6.8 lacks, krt_tunnel in the kernel filter, is
 // left out; it only selects IPIP tunnels.
 func CalicoBirdConfig(n CalicoNode) (string, error) {
+	if a, err := netip.ParseAddr(n.Address); err != nil || !a.Is4() {
+		return "", fmt.Errorf("address %q: want IPv4 (CalicoBird6Config renders bird6's)", n.Address)
+	}
+	return calicoBirdConfig(n, false)
+}
+
+// CalicoBird6Config renders the configuration of calico-node's second BIRD,
+// bird6 (confd's bird6.cfg, bird6_aggr.cfg and bird6_ipam.cfg): the same
+// shape over IPv6 (projectcalico.org/IPv6Address as Address, source address
+// and next hop; IPv6 pools, /122 blocks, mesh and peers), with the node's
+// IPv4 address as router id (RouterID), since BGP identifiers are 32 bits.
+func CalicoBird6Config(n CalicoNode) (string, error) {
+	if a, err := netip.ParseAddr(n.Address); err != nil || !a.Is6() {
+		return "", fmt.Errorf("address %q: want IPv6", n.Address)
+	}
+	if a, err := netip.ParseAddr(n.RouterID); err != nil || !a.Is4() {
+		return "", fmt.Errorf("router id %q: want the node's IPv4 address", n.RouterID)
+	}
+	return calicoBirdConfig(n, true)
+}
+
+func calicoBirdConfig(n CalicoNode, v6 bool) (string, error) {
 	if n.AS == 0 {
 		n.AS = 64512
+	}
+	if n.RouterID == "" {
+		n.RouterID = n.Address
 	}
 	type peer struct {
 		Proto, Address, Extra, Export string
@@ -144,18 +172,28 @@ func CalicoBirdConfig(n CalicoNode) (string, error) {
 		peers = append(peers, p)
 	}
 	for _, b := range append(append([]string{}, n.Blocks...), n.PendingDeletion...) {
-		if _, err := netip.ParsePrefix(b); err != nil {
+		p, err := netip.ParsePrefix(b)
+		if err != nil {
 			return "", fmt.Errorf("block %q: %w", b, err)
+		}
+		if p.Addr().Is6() != v6 {
+			return "", fmt.Errorf("block %q: wrong address family for this BIRD", b)
 		}
 	}
 	var b bytes.Buffer
-	err := calicoBird.Execute(&b, map[string]any{"N": n, "Peers": peers,
+	err := calicoBird.Execute(&b, map[string]any{"N": n, "Peers": peers, "V6": v6,
 		"AllBlocks": append(append([]string{}, n.Blocks...), n.PendingDeletion...)})
 	return b.String(), err
 }
 
-var calicoBird = template.Must(template.New("calico").Parse(`# calico-node's BIRD configuration (confd's bird.cfg with bird_aggr.cfg and
+var calicoBird = template.Must(template.New("calico").Parse(`
+{{- if .V6 -}}
+# calico-node's bird6 configuration (confd's bird6.cfg with bird6_aggr.cfg and
+# bird6_ipam.cfg in place of their includes), for BIRD 1.6's bird6.
+{{- else -}}
+# calico-node's BIRD configuration (confd's bird.cfg with bird_aggr.cfg and
 # bird_ipam.cfg in place of their includes), for BIRD 1.6.
+{{- end}}
 {{- if .N.Log}}
 log "{{.N.Log}}" all;
 {{- else}}
@@ -244,7 +282,7 @@ filter calico_kernel_programming {
 }
 
 # ---- bird.cfg
-router id {{.N.Address}};
+router id {{.N.RouterID}};
 {{- if .N.ListenPort}}
 # Set global listen_port
 listen bgp port {{.N.ListenPort}};
