@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
 // IPv6 beside IPv4, as Calico runs it: each node has a second BGP session
@@ -127,3 +129,82 @@ func TestBirdIPv6RoutesAndPolicy(t *testing.T) {
 }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// A calico-node as it runs in a dual-stack cluster: BIRD 1.6's bird with
+// confd's IPv4 configuration and bird6 with its IPv6 one, side by side in
+// the node, each with a Global peer (BGPPeer) to the edge over its own
+// family. bird6 exports the node's /122 block (a blackhole static) and a
+// borrowed /128 learned from the kernel (the device route Felix programs
+// for a pod holding another node's address); the edge installs both via the
+// node's IPv6 address.
+func TestCalicoBird6Node(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	l.enableIPv6()
+	ns := testenv.NewNetns(t, l.id+"-c1")
+	addr, addr6 := "198.19.64.21", "2001:db8:18:ff::21"
+	testenv.Veth(t, testenv.VethOptions{NS: l.edgeNS, PeerNS: ns, Name: "vc1", PeerName: "eth0", Master: "br0", PeerAddr: addr + "/24"})
+	for _, args := range [][]string{
+		{"ip", "-6", "addr", "add", addr6 + "/64", "dev", "eth0", "nodad"},
+		// Felix's route to a pod on a borrowed address (proto boot).
+		{"ip", "-6", "route", "add", "2001:db8:18::245/128", "dev", "eth0", "proto", "boot"},
+	} {
+		if _, err := ns.Exec(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edge := testenv.CalicoPeer{Address: "198.19.64.1", Port: l.port, AS: 64512}
+	conf, err := testenv.CalicoBirdConfig(testenv.CalicoNode{Address: addr, Pools: []string{"198.18.64.0/18"},
+		Blocks: []string{block(1, 0)}, Peers: []testenv.CalicoPeer{edge}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge.Address = labEdge6
+	conf6, err := testenv.CalicoBird6Config(testenv.CalicoNode{Address: addr6, RouterID: addr, Pools: []string{labPool6},
+		Blocks: []string{block6(1, 0)}, Peers: []testenv.CalicoPeer{edge}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.NewCalicoBird(t, ns, l.dir, "calico-1").Start(conf); err != nil {
+		t.Fatal(err)
+	}
+	b6 := testenv.NewCalicoBird6(t, ns, l.dir, "calico6-1")
+	if err := b6.Start(conf6); err != nil {
+		t.Fatal(err)
+	}
+
+	st := ClusterState{
+		Nodes: []Node{{Name: "node-1", PeerAddress: netip.MustParseAddr(addr), PeerAddress6: netip.MustParseAddr(addr6),
+			Addresses: []netip.Addr{netip.MustParseAddr(addr), netip.MustParseAddr(addr6)}}},
+		Pools: []Pool{{Name: "v4", CIDR: mustPrefix("198.18.64.0/18"), BlockSize: 26},
+			{Name: "v6", CIDR: mustPrefix(labPool6), BlockSize: 122}},
+		Affinities: []Affinity{affinity(block(1, 0), "node-1"), affinity(block6(1, 0), "node-1"),
+			affinity(block6(2, 0), "node-2")},
+	}
+	e := l.startEdge(edgeSpec{PeerWithNodes: true, InitialState: &edgeState{ClusterState: st}})
+	l.waitKernel(30*time.Second, map[string]string{
+		block(1, 0): addr, block6(1, 0): addr6, "2001:db8:18::245/128": addr6,
+	})
+	stat, err := e.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := peerStatus(stat, addr6); p.State != "Established" || p.Family != "ipv6" || p.Accepted != 2 || p.Rejected != 0 {
+		t.Fatalf("bird6 session %+v\n%s", p, e.text(t))
+	}
+	if out, err := b6.Birdc("show", "protocols"); err != nil || !strings.Contains(out, "Established") {
+		t.Fatalf("birdc6 show protocols: %v\n%s", err, out)
+	}
+
+	// The pod goes (Felix removes its route): the /128 is withdrawn.
+	if _, err := ns.Exec("ip", "-6", "route", "del", "2001:db8:18::245/128", "dev", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	l.waitKernel(15*time.Second, map[string]string{block(1, 0): addr, block6(1, 0): addr6})
+	if err := e.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("edge exit: %v", err)
+	}
+	if got := l.kernel(); len(got) != 0 {
+		t.Fatalf("routes left after exit: %v", got)
+	}
+}
