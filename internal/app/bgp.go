@@ -37,6 +37,11 @@ func BGPConfig(c *config.Config) (bgp.Config, error) {
 			return cfg, fmt.Errorf("--bgp-listen-address: %w", err)
 		}
 	}
+	if b.ListenAddress6 != "" {
+		if cfg.ListenAddress6, err = netip.ParseAddr(b.ListenAddress6); err != nil {
+			return cfg, fmt.Errorf("--bgp-listen-address-ipv6: %w", err)
+		}
+	}
 	if b.RouterID != "" {
 		if cfg.RouterID, err = netip.ParseAddr(b.RouterID); err != nil {
 			return cfg, fmt.Errorf("--bgp-router-id: %w", err)

@@ -65,3 +65,40 @@ func parseFlags(args ...string) (*config.Config, error) {
 	}
 	return c, nil
 }
+
+// IPv6 (Calico's bird6 sessions): an IPv6 listen address beside the IPv4
+// one, IPv6 pod CIDRs with /122 blocks, IPv6 static peers.
+func TestBGPConfigIPv6(t *testing.T) {
+	c, err := parseFlags("--bgp-local-as=64512", "--bgp-listen-address=198.51.100.10", "--bgp-listen-address-ipv6=2001:db8:18::10",
+		"--pod-cidr=198.18.0.0/16", "--pod-cidr=2001:db8:18::/48", "--bgp-peer=2001:db8:19::2,as=64513")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := BGPConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ListenAddress.String() != "198.51.100.10" || cfg.ListenAddress6.String() != "2001:db8:18::10" ||
+		len(cfg.PodCIDRs) != 2 || len(cfg.Peers) != 1 || !cfg.Peers[0].Address.Is6() {
+		t.Fatalf("config %+v", cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BlockSize != 26 || cfg.BlockSize6 != 122 || cfg.RouterID.String() != "198.51.100.10" {
+		t.Fatalf("defaults: block sizes /%d /%d, router ID %s", cfg.BlockSize, cfg.BlockSize6, cfg.RouterID)
+	}
+	for _, bad := range []string{"198.51.100.11", "fe80::1%eth0", "nonsense"} {
+		c, err := parseFlags("--bgp-local-as=64512", "--bgp-listen-address-ipv6="+bad)
+		if err != nil {
+			continue
+		}
+		cfg, err := BGPConfig(c)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil {
+			t.Errorf("--bgp-listen-address-ipv6=%s accepted", bad)
+		}
+	}
+}

@@ -86,6 +86,7 @@ type BGP struct {
 	LocalAS          uint32
 	RouterID         string
 	ListenAddress    string
+	ListenAddress6   string
 	ListenPort       int
 	Peers            []string
 	PeersFromNodes   bool
@@ -210,9 +211,10 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.Var(uint32Flag{&c.BGP.LocalAS}, "bgp-local-as", "AS number of the embedded BGP speaker (enables it)")
 	fs.StringVar(&c.BGP.RouterID, "bgp-router-id", "", "BGP router ID (default: the listen address)")
 	fs.StringVar(&c.BGP.ListenAddress, "bgp-listen-address", "", "address the BGP speaker listens on")
+	fs.StringVar(&c.BGP.ListenAddress6, "bgp-listen-address-ipv6", "", "IPv6 address the BGP speaker listens on and sources IPv6 sessions from, beside an IPv4 --bgp-listen-address (default: every IPv6 address)")
 	fs.IntVar(&c.BGP.ListenPort, "bgp-listen-port", 179, "BGP port")
 	fs.Var(repeatFlag{&c.BGP.Peers}, "bgp-peer", "static BGP peer ADDRESS[,OPTION...] (repeatable); options: as=N, port=N, password-secret=NS/NAME[/KEY], ttl-security=HOPS, trust-next-hop")
-	fs.BoolVar(&c.BGP.PeersFromNodes, "bgp-peers-from-nodes", false, "peer with every Node (Calico's projectcalico.org/IPv4Address, else InternalIP)")
+	fs.BoolVar(&c.BGP.PeersFromNodes, "bgp-peers-from-nodes", false, "peer with every Node (Calico's projectcalico.org/IPv4Address, else InternalIP; and over IPv6, its projectcalico.org/IPv6Address, else IPv6 InternalIP)")
 	fs.StringVar(&c.BGP.NodePassword, "bgp-node-password-secret", "", "TCP MD5 password of the sessions with Node peers, from a Secret NAMESPACE/NAME[/KEY] (Calico's BGPPeer password.secretKeyRef)")
 	fs.Var(uint32Flag{&c.BGP.ClusterAS}, "bgp-cluster-as", "AS of nodes without projectcalico.org/ASNumber (default: Calico's BGPConfiguration asNumber, else --bgp-local-as)")
 	fs.Var(repeatFlag{&c.BGP.PassivePrefixes}, "bgp-passive-prefix", "accept BGP sessions from peers in PREFIX[,OPTION...] (repeatable); options: as=N, password-secret=NS/NAME[/KEY], ttl-security=HOPS, trust-next-hop")

@@ -121,7 +121,7 @@ var groups = []struct {
 		"controller-bind-address", "controller-port"}},
 	{"Ingress status", []string{"publish-address", "election-id", "election-namespace", "update-status-on-shutdown",
 		"disable-ingress-status-update"}},
-	{"BGP", []string{"bgp-local-as", "bgp-router-id", "bgp-listen-address", "bgp-listen-port", "bgp-peer",
+	{"BGP", []string{"bgp-local-as", "bgp-router-id", "bgp-listen-address", "bgp-listen-address-ipv6", "bgp-listen-port", "bgp-peer",
 		"bgp-peers-from-nodes", "bgp-node-selector", "bgp-node-password-secret", "bgp-node-port", "bgp-node-ttl-security", "bgp-cluster-as",
 		"bgp-passive-prefix", "bgp-ebgp-multihop", "pod-cidr", "bgp-block-size", "route-table", "bgp-hold-time",
 		"bgp-keep-routes-on-exit", "bgp-max-prefixes"}},

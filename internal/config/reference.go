@@ -38,6 +38,7 @@ var examples = map[string]any{
 	"bgp-local-as":            64512,
 	"bgp-router-id":           "198.51.100.10",
 	"bgp-listen-address":      "198.51.100.10",
+	"bgp-listen-address-ipv6": "2001:db8::10",
 	"bgp-peer":                []string{"198.51.100.1,as=64512", "198.51.100.2,as=64512,password-secret=perimeter/bgp/password"},
 	"bgp-cluster-as":          64512,
 	"bgp-passive-prefix":      []string{"198.51.100.0/24"},

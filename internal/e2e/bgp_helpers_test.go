@@ -227,7 +227,7 @@ func kernelRoutes(t testing.TB) map[string]string { return routesWithin(t, bgpBl
 // routesWithin are the daemon's main-table routes inside within.
 func routesWithin(t testing.TB, within netip.Prefix) map[string]string {
 	t.Helper()
-	rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.DefaultProtocol},
+	rs, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Protocol: routes.DefaultProtocol},
 		netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		t.Fatalf("list routes: %v", err)

@@ -38,6 +38,11 @@ type PodOptions struct {
 	NoHostRoute bool
 	// Handler replaces the standard handler (pod name, /healthz).
 	Handler http.Handler
+	// IP6 makes the pod dual-stack: an address from 2001:db8::/32 on its
+	// eth0 (as a Calico pod has it), reached as Calico reaches it: a
+	// device route in Parent (unless NoHostRoute) and the pod's default
+	// route via fe80::1 on the host side. The server listens on both.
+	IP6 string
 }
 
 // Pod is a running test pod. Its standard handler answers 200 with the pod
@@ -46,6 +51,7 @@ type PodOptions struct {
 type Pod struct {
 	Name  string
 	IP    netip.Addr
+	IP6   netip.Addr // invalid unless PodOptions.IP6
 	Port  int
 	Netns *Netns
 	Link  *VethPair // NS = Parent (host side), PeerNS = pod ("eth0")
@@ -158,8 +164,61 @@ func StartPodCtx(ctx context.Context, opts PodOptions) (p *Pod, err error) {
 		}
 		p.route = r
 	}
+	if opts.IP6 != "" {
+		if err := p.addIPv6(opts); err != nil {
+			return p, err
+		}
+	}
 	return p, p.Start()
 }
+
+// addIPv6 sets up the pod's IPv6 address and the routes to and from it.
+// DAD is off: the addresses are usable at once.
+func (p *Pod) addIPv6(opts PodOptions) error {
+	ip6, err := netip.ParseAddr(opts.IP6)
+	if err != nil || !ip6.Is6() || !netip.MustParsePrefix(GuardRange6).Contains(ip6) {
+		return fmt.Errorf("IPv6 address %q must be in %s", opts.IP6, GuardRange6)
+	}
+	p.IP6 = ip6
+	podNL, err := p.Netns.Netlink()
+	if err != nil {
+		return err
+	}
+	parentNL, err := opts.Parent.Netlink()
+	if err != nil {
+		return err
+	}
+	eth0, err := podNL.LinkByName("eth0")
+	if err != nil {
+		return err
+	}
+	hostSide, err := parentNL.LinkByName(p.Link.Name)
+	if err != nil {
+		return err
+	}
+	gw := netip.MustParseAddr("fe80::1")
+	if err := parentNL.AddrAdd(hostSide, &netlink.Addr{IPNet: prefixNet(netip.PrefixFrom(gw, 64)), Flags: unix.IFA_F_NODAD}); err != nil {
+		return fmt.Errorf("address %s on %s: %w", gw, p.Link.Name, err)
+	}
+	if err := podNL.AddrAdd(eth0, &netlink.Addr{IPNet: prefixNet(netip.PrefixFrom(ip6, 128)), Flags: unix.IFA_F_NODAD}); err != nil {
+		return fmt.Errorf("address %s on eth0: %w", ip6, err)
+	}
+	if err := podNL.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: prefixNet(netip.MustParsePrefix("::/0")),
+		Gw: net.IP(gw.AsSlice()), Src: net.IP(ip6.AsSlice())}); err != nil {
+		return fmt.Errorf("IPv6 default route: %w", err)
+	}
+	if opts.NoHostRoute {
+		return nil
+	}
+	if err := parentNL.RouteAdd(&netlink.Route{LinkIndex: hostSide.Attrs().Index, Scope: netlink.SCOPE_LINK,
+		Dst: prefixNet(netip.PrefixFrom(ip6, 128))}); err != nil {
+		return fmt.Errorf("route to %s in %s: %w", ip6, opts.Parent.name(), err)
+	}
+	return nil
+}
+
+// Addr6 is "[IP6]:port".
+func (p *Pod) Addr6() string { return netip.AddrPortFrom(p.IP6, uint16(p.Port)).String() }
 
 // Addr is "IP:port".
 func (p *Pod) Addr() string { return netip.AddrPortFrom(p.IP, uint16(p.Port)).String() }
@@ -204,17 +263,25 @@ func (p *Pod) Start() error {
 	if p.srv != nil {
 		return nil
 	}
-	var ln net.Listener
+	var ln, ln6 net.Listener
 	err := p.Netns.Do(func() error {
 		var err error
-		ln, err = net.Listen("tcp4", p.Addr())
+		if ln, err = net.Listen("tcp4", p.Addr()); err != nil || !p.IP6.IsValid() {
+			return err
+		}
+		if ln6, err = net.Listen("tcp6", p.Addr6()); err != nil {
+			ln.Close()
+		}
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pod %s: listen on %s: %w", p.Name, p.Addr(), err)
+		return fmt.Errorf("pod %s: listen: %w", p.Name, err)
 	}
 	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }() // returns when Stop closes the server
+	if ln6 != nil {
+		go func() { _ = srv.Serve(ln6) }()
+	}
 	p.srv = srv
 	return nil
 }
