@@ -6,13 +6,19 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/perimeter-ingress/perimeter/internal/bgp"
 	"github.com/perimeter-ingress/perimeter/internal/config"
@@ -112,11 +118,30 @@ func startBGP(c *config.Config, rc *rest.Config, cs kubernetes.Interface, reg pr
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
 	cfg.Source = bgp.NewKubeSource(cs, dyn, cfg.SecretRefs(), log.With("component", "bgp-source"))
+	cfg.ServiceEvent, cfg.OnExit = serviceEvents(cs)
+	cfg.ServiceServed = func(svc bgp.ServiceRef) bool {
+		if len(c.NamespaceWhitelist) > 0 && !slices.Contains(c.NamespaceWhitelist, svc.Namespace) {
+			return false
+		}
+		return !slices.Contains(c.NamespaceBlacklist, svc.Namespace)
+	}
 	sp, err := bgp.New(cfg, rm, log, reg)
 	if err != nil {
 		return nil, err
 	}
 	return sp, nil
+}
+
+// serviceEvents records the speaker's Warning Events on Services.
+func serviceEvents(cs kubernetes.Interface) (func(bgp.ServiceRef, string, string), func()) {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	host, _ := os.Hostname()
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "perimeter", Host: host})
+	return func(svc bgp.ServiceRef, reason, message string) {
+		rec.Event(&corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: svc.Namespace, Name: svc.Name},
+			corev1.EventTypeWarning, reason, message)
+	}, b.Shutdown
 }
 
 // FlushRoutes removes every route the daemon installed (`perimeter routes

@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -206,5 +207,81 @@ func TestCalicoBird6Node(t *testing.T) {
 	}
 	if got := l.kernel(); len(got) != 0 {
 		t.Fatalf("routes left after exit: %v", got)
+	}
+}
+
+// routesReaching is fakeRoutes whose kernel reaches the given addresses.
+type routesReaching struct {
+	*fakeRoutes
+	ok []netip.Addr
+}
+
+func (r routesReaching) Reaches(ip netip.Addr) bool { return slices.Contains(r.ok, ip) }
+
+// IPv6 endpoints that no route reaches (a dual-stack cluster peered over
+// IPv4 only) are reported once per Service, in the log and as an Event,
+// and again only after they were reachable or gone in between. Endpoints
+// the kernel reaches otherwise are fine.
+func TestIPv6EndpointsWithoutRoute(t *testing.T) {
+	src := newChanSource()
+	cfg := loopbackConfig(t, src)
+	cfg.StaleTimeout = 100 * time.Millisecond
+	type event struct {
+		svc             ServiceRef
+		reason, message string
+	}
+	events := make(chan event, 10)
+	cfg.ServiceEvent = func(svc ServiceRef, reason, message string) { events <- event{svc, reason, message} }
+	exited := make(chan struct{})
+	cfg.OnExit = func() { close(exited) }
+	rt := routesReaching{fakeRoutes: newFakeRoutes(), ok: []netip.Addr{netip.MustParseAddr("2001:db8:18:9::1")}}
+	s := startSpeaker(t, cfg, rt, nil)
+
+	web := ServiceRef{"shop", "web"}
+	st := ClusterState{Endpoints6: map[ServiceRef][]netip.Addr{
+		web:                {netip.MustParseAddr("2001:db8:18:1::4a"), netip.MustParseAddr("2001:db8:18:9::1")},
+		{"shop", "routed"}: {netip.MustParseAddr("2001:db8:18:9::1")},
+	}}
+	src.ch <- st
+	next := func() event {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Event")
+		}
+		return event{}
+	}
+	e := next()
+	if e.svc != web || e.reason != ReasonNoRouteToEndpoint || !strings.Contains(e.message, "2001:db8:18:1::4a") ||
+		strings.Contains(e.message, "2001:db8:18:9::1") || !strings.Contains(e.message, "no IPv6 session") {
+		t.Fatalf("event %+v", e)
+	}
+	// The same state again: no second Event.
+	src.ch <- st
+	src.ch <- st
+	eventually(t, 5*time.Second, func() string {
+		if len(src.ch) > 0 {
+			return "state not taken yet"
+		}
+		return ""
+	})
+	// The endpoint goes, then comes back: reported again.
+	src.ch <- ClusterState{}
+	src.ch <- st
+	if e := next(); e.svc != web {
+		t.Fatalf("event after recurrence %+v", e)
+	}
+	select {
+	case e := <-events:
+		t.Fatalf("unexpected event %+v", e)
+	default:
+	}
+	s.Stop(t)
+	select {
+	case <-exited:
+	default:
+		t.Fatal("OnExit not called")
 	}
 }

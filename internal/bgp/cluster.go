@@ -44,7 +44,13 @@ type ClusterState struct {
 	// EndpointSlices' nodeName (watched only with BlockAffinities, where a
 	// pod may hold an address borrowed from another node's block).
 	Hosts map[netip.Addr]string `json:"-"`
+	// Endpoints6 are the IPv6 endpoint addresses of each Service (from its
+	// IPv6 EndpointSlices), checked for a route to them.
+	Endpoints6 map[ServiceRef][]netip.Addr `json:"-"`
 }
+
+// ServiceRef names a Service.
+type ServiceRef struct{ Namespace, Name string }
 
 // Source delivers cluster state. Run calls update with a complete snapshot
 // once its caches are synced and again after every change, until ctx ends;
@@ -233,14 +239,13 @@ func (k *KubeSource) run(ctx context.Context, api calicoAPI, update func(Cluster
 		secretInfs = append(secretInfs, secretInf{ref, inf})
 	}
 
-	var sliceInf cache.SharedIndexInformer
-	if api.affinities {
-		sliceInf = factory.Discovery().V1().EndpointSlices().Informer()
-		if _, err := sliceInf.AddEventHandler(handler); err != nil {
-			return fmt.Errorf("endpointslice informer: %w", err)
-		}
-		synced = append(synced, sliceInf.HasSynced)
+	// EndpointSlices: the nodes running pods on borrowed addresses (with
+	// BlockAffinities), and the IPv6 endpoints that need a route.
+	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
+	if _, err := sliceInf.AddEventHandler(handler); err != nil {
+		return fmt.Errorf("endpointslice informer: %w", err)
 	}
+	synced = append(synced, sliceInf.HasSynced)
 
 	var poolInf, affInf, confInf cache.SharedIndexInformer
 	if !api.gv.Empty() {
@@ -309,9 +314,10 @@ func (k *KubeSource) run(ctx context.Context, api calicoAPI, update func(Cluster
 				}
 			}
 		}
-		if sliceInf != nil {
+		if api.affinities {
 			st.Hosts = hostsFromSlices(sliceInf.GetStore().List())
 		}
+		st.Endpoints6 = ipv6Endpoints(sliceInf.GetStore().List())
 		if confInf != nil {
 			if o, ok, _ := confInf.GetStore().GetByKey("default"); ok {
 				st.ASNumber, st.NodePort = bgpConfigurationFromObject(o.(*unstructured.Unstructured))
@@ -380,6 +386,30 @@ func hostsFromSlices(objs []any) map[netip.Addr]string {
 				}
 			}
 		}
+	}
+	return out
+}
+
+// ipv6Endpoints lists the addresses of the IPv6 EndpointSlices by Service.
+func ipv6Endpoints(objs []any) map[ServiceRef][]netip.Addr {
+	out := map[ServiceRef][]netip.Addr{}
+	for _, o := range objs {
+		s, ok := o.(*discoveryv1.EndpointSlice)
+		if !ok || s.AddressType != discoveryv1.AddressTypeIPv6 || s.Labels[discoveryv1.LabelServiceName] == "" {
+			continue
+		}
+		ref := ServiceRef{s.Namespace, s.Labels[discoveryv1.LabelServiceName]}
+		for _, ep := range s.Endpoints {
+			for _, a := range ep.Addresses {
+				if ip, err := netip.ParseAddr(a); err == nil && ip.Is6() && !ip.Is4In6() && ip.Zone() == "" {
+					out[ref] = append(out[ref], ip)
+				}
+			}
+		}
+	}
+	for ref, ips := range out {
+		slices.SortFunc(ips, netip.Addr.Compare)
+		out[ref] = slices.Compact(ips)
 	}
 	return out
 }

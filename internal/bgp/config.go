@@ -98,6 +98,15 @@ type Config struct {
 	// Source supplies Nodes, IPPools, BlockAffinities and Secrets; nil
 	// means static configuration only.
 	Source Source
+
+	// ServiceEvent, when set, records a Warning Event on a Service (IPv6
+	// endpoints without a route); OnExit runs when Run returns (to stop
+	// what delivers them).
+	ServiceEvent func(svc ServiceRef, reason, message string)
+	OnExit       func()
+	// ServiceServed, when set, limits that check to the Services the
+	// daemon serves (its namespace filters).
+	ServiceServed func(ServiceRef) bool
 }
 
 // Peer is a statically configured neighbour.

@@ -69,6 +69,9 @@ type Speaker struct {
 	// explained are the peers and reasons whose expected rejections were
 	// explained in the log once.
 	explained map[expectedKey]bool
+	// unreachable are the Services with IPv6 endpoints no route reaches,
+	// with what was reported about them.
+	unreachable map[ServiceRef]string
 	// keepRoutes starts as cfg.KeepRoutesOnExit; KeepRoutesOnExit sets it
 	// for one exit (a hand-over restart).
 	keepRoutes atomic.Bool
@@ -144,6 +147,9 @@ func (s *Speaker) KeepRoutesOnExit() { s.keepRoutes.Store(true) }
 // Run speaks BGP until ctx ends, then sends Cease to every peer and, unless
 // KeepRoutesOnExit, deletes the routes it installed.
 func (s *Speaker) Run(ctx context.Context) error {
+	if s.cfg.OnExit != nil {
+		defer s.cfg.OnExit()
+	}
 	// GoBGP v3's Serve loop has no way out: after StopBgp it idles. One
 	// goroutine per speaker, for the life of the process.
 	srv := server.NewBgpServer(server.LoggerOption(newGoBGPLogger(s.log)))
@@ -261,6 +267,10 @@ func (s *Speaker) Run(ctx context.Context) error {
 	readmit := time.NewTimer(time.Hour)
 	readmit.Stop()
 	defer readmit.Stop()
+	// Routes come and go with the peers' announcements: IPv6 endpoints are
+	// looked at on every cluster change and every few seconds.
+	check6 := time.NewTicker(endpointCheckInterval)
+	defer check6.Stop()
 	var runErr error
 loop:
 	for {
@@ -282,14 +292,19 @@ loop:
 				sweep.Reset(s.cfg.StaleTimeout)
 				s.startEORWait()
 			}
+			s.checkIPv6Endpoints()
+		case <-check6.C:
+			s.checkIPv6Endpoints()
 		case <-s.kick:
 			s.maxPrefixes(ctx, readmit)
 		case <-readmit.C:
 			s.maxPrefixes(ctx, readmit)
 		case <-s.eorDone:
 			s.sweep("all peers sent End-of-RIB")
+			s.checkIPv6Endpoints()
 		case <-sweep.C:
 			s.sweep("timed out waiting for End-of-RIB")
+			s.checkIPv6Endpoints()
 		}
 	}
 	stopSrc()
@@ -306,6 +321,9 @@ loop:
 	s.releaseRoutes()
 	return runErr
 }
+
+// endpointCheckInterval is how often IPv6 endpoints are checked for a route.
+var endpointCheckInterval = 10 * time.Second
 
 func (s *Speaker) maxPrefixes(ctx context.Context, readmit *time.Timer) {
 	again, next := s.enforceMaxPrefixes(ctx)

@@ -121,6 +121,18 @@ func TestCalicoDualStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.ingress("web", nil, rule{host: "dualstack.example", path: "/", service: "web"})
+	// A Service whose IPv6 endpoint is in no pool: no route reaches it.
+	e.c.CreateService(t, testenv.ServiceSpec{Namespace: e.ns, Name: "orphan"})
+	if _, err := e.c.Admin.DiscoveryV1().EndpointSlices(e.ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan-ipv6", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "orphan", discoveryv1.LabelManagedBy: testenv.ManagedBy}},
+		AddressType: discoveryv1.AddressTypeIPv6,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptrTo("http"), Port: ptrTo(int32(8080))}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"2001:db8:18:2::5"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.ingress("orphan", nil, rule{host: "orphan.example", path: "/", service: "orphan"})
 	d := e.startDaemon(b.daemonFlags(calicoClusterAS, "--bgp-listen-address-ipv6="+calicoEdge6)...)
 
 	// Four sessions: each node's bird and bird6.
@@ -169,6 +181,33 @@ func TestCalicoDualStack(t *testing.T) {
 	}
 	if w := d.warnings("rejected BGP route"); len(w) > 0 {
 		t.Errorf("rejections logged at Warn:\n%s", strings.Join(w, "\n"))
+	}
+	// The unreachable IPv6 endpoint is reported on its Service, once; the
+	// reachable ones are not.
+	noRoute := func(svc string) []string {
+		evs, err := e.c.Admin.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + svc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, ev := range evs.Items {
+			if ev.Reason == "NoRouteToEndpoint" && ev.InvolvedObject.Kind == "Service" {
+				out = append(out, fmt.Sprintf("%s (count %d)", ev.Message, ev.Count))
+			}
+		}
+		return out
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if evs := noRoute("orphan"); len(evs) != 1 || !strings.Contains(evs[0], "2001:db8:18:2::5") || !strings.Contains(evs[0], "count 1") {
+			return fmt.Errorf("NoRouteToEndpoint Events on Service orphan: %v", evs)
+		}
+		return nil
+	})
+	if evs := noRoute("web"); len(evs) != 0 {
+		t.Errorf("Events on Service web, whose IPv6 endpoints are routed: %v", evs)
+	}
+	if w := d.warnings("IPv6 endpoints unreachable"); len(w) != 1 || !strings.Contains(w[0], "orphan") {
+		t.Errorf("warnings: %v", w)
 	}
 	t.Logf("IPv6 routes installed: %v; requests served by %s (IPv4), %s, %s (IPv6): %d, %d, %d",
 		routesWithin(t, calicoRoutesRange6), a.Name, bb.Name, borrowed.Name, a.Requests(), bb.Requests(), borrowed.Requests())

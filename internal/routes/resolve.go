@@ -83,3 +83,18 @@ func (m *Manager) lookup(nextHop netip.Addr) resolved {
 	}
 	return resolved{gw: g.Unmap(), link: link, recursive: true}
 }
+
+// Reaches reports whether the kernel has a usable route to ip: a specific
+// one (not only the default route, which would send pod traffic out through
+// the uplink), neither unreachable, blackhole nor prohibit.
+func (m *Manager) Reaches(ip netip.Addr) bool {
+	rs, err := m.nl.RouteGetWithOptions(net.IP(ip.AsSlice()), &netlink.RouteGetOptions{FIBMatch: true})
+	if err != nil || len(rs) == 0 {
+		return false
+	}
+	r := rs[0]
+	if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+		return false
+	}
+	return r.Type == unix.RTN_UNICAST || r.Type == unix.RTN_LOCAL
+}
