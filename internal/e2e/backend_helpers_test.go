@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,34 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/perimeter-ingress/perimeter/internal/haproxy"
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
-
-// annotateIngress sets (or, with an empty value, removes) annotations of
-// an Ingress of the test namespace.
-func (e *env) annotateIngress(name string, annotations map[string]string) {
-	e.t.Helper()
-	ctx := context.Background()
-	ings := e.c.Admin.NetworkingV1().Ingresses(e.ns)
-	ing, err := ings.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if ing.Annotations == nil {
-		ing.Annotations = map[string]string{}
-	}
-	for k, v := range annotations {
-		if v == "" {
-			delete(ing.Annotations, k)
-			continue
-		}
-		ing.Annotations[k] = v
-	}
-	if _, err := ings.Update(ctx, ing, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-}
 
 // secret creates or replaces an Opaque Secret of the test namespace.
 func (e *env) secret(name string, data map[string]string) {
@@ -80,7 +53,7 @@ func cryptHash(t *testing.T, password string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// getFrom sends a request with headers to the daemon's HTTP port.
+// getWith sends a request with headers to the daemon's HTTP port.
 func (d *daemon) getWith(host, path string, hdr map[string]string) (response, error) {
 	h := http.Header{}
 	for k, v := range hdr {
@@ -247,19 +220,4 @@ func readProxyHeader(br *bufio.Reader) (src, version string, err error) {
 		return "", "", fmt.Errorf("bad PROXY v1 header %q", line)
 	}
 	return f[2], "1", nil
-}
-
-// reloadCount is d.reloads() that waits out the moment when the master
-// re-executes itself after a reload and refuses connections.
-func (d *daemon) reloadCount() int {
-	d.t.Helper()
-	n := 0
-	testenv.Eventually(d.t, 10*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		var err error
-		n, err = haproxy.MasterReloads(ctx, filepath.Join(d.runtimeDir, "master.sock"))
-		return err
-	})
-	return n
 }

@@ -89,25 +89,25 @@ func TestCanary(t *testing.T) {
 
 	// 90/10 over 400 requests: 40 expected, sd 6.
 	before := d.reloads()
-	e.annotateIngress("canary", map[string]string{canaryService: "web-canary", canaryWeight: "10"})
+	e.annotate("Ingress", "canary", map[string]string{canaryService: "web-canary", canaryWeight: "10"})
 	hits := d.expectShare("canary.example", "canary-0", "canary-1", 1, 30, 400, 16, 68)
 	t.Logf("weight 10: %d of 400 requests reached the canary", hits)
 
-	e.annotateIngress("canary", map[string]string{canaryWeight: "50"})
+	e.annotate("Ingress", "canary", map[string]string{canaryWeight: "50"})
 	hits = d.expectShare("canary.example", "canary-0", "canary-1", 30, 70, 400, 150, 250)
 	t.Logf("weight 50: %d of 400 requests reached the canary", hits)
 
-	e.annotateIngress("canary", map[string]string{canaryWeight: "0"})
+	e.annotate("Ingress", "canary", map[string]string{canaryWeight: "0"})
 	d.expectShare("canary.example", "canary-0", "canary-1", 0, 0, 400, 0, 0)
 
-	e.annotateIngress("canary", map[string]string{canaryWeight: "100"})
+	e.annotate("Ingress", "canary", map[string]string{canaryWeight: "100"})
 	d.expectShare("canary.example", "canary-0", "canary-1", 100, 100, 100, 100, 100)
 	if after := d.reloads(); after != before {
 		t.Fatalf("weight changes reloaded HAProxy %d times", after-before)
 	}
 
 	// An invalid weight is reported and falls back to 0.
-	e.annotateIngress("canary", map[string]string{canaryWeight: "150"})
+	e.annotate("Ingress", "canary", map[string]string{canaryWeight: "150"})
 	e.event("Ingress", "canary", model.ReasonInvalidAnnotation)
 	d.expectShare("canary.example", "canary-0", "canary-1", 0, 0, 100, 0, 0)
 }

@@ -43,7 +43,7 @@ func TestHealthCheck(t *testing.T) {
 		}
 	}
 
-	before := d.reloadCount()
+	before := d.reloads()
 	p[1].SetHealthy(false)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if got := strings.Join(d.answering("hc.test", "/", 8), ","); got != "hc-0" {
@@ -64,7 +64,7 @@ func TestHealthCheck(t *testing.T) {
 		}
 		return nil
 	})
-	if after := d.reloadCount(); after != before {
+	if after := d.reloads(); after != before {
 		t.Fatalf("health changes caused %d reloads, want 0", after-before)
 	}
 
@@ -175,10 +175,10 @@ func TestStickySessions(t *testing.T) {
 	stays("after its pod moved to another slot")
 
 	// A reload (a structural change elsewhere in the backend).
-	before := d.reloadCount()
+	before := d.reloads()
 	e.annotate("Service", "app", map[string]string{"haproxy.org/timeout-check": "3s"})
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if d.reloadCount() == before {
+		if d.reloads() == before {
 			return fmt.Errorf("no reload yet")
 		}
 		return nil
@@ -202,13 +202,13 @@ func TestAccessControl(t *testing.T) {
 	d.expect("other.test", "/", 403, "")
 
 	// deny-list wins for listed clients.
-	e.annotateIngress("app", map[string]string{"haproxy.org/blacklist": "127.0.0.0/8"})
+	e.annotate("Ingress", "app", map[string]string{"haproxy.org/blacklist": "127.0.0.0/8"})
 	d.expect("acl.test", "/", 403, "")
-	e.annotateIngress("app", map[string]string{"haproxy.org/blacklist": "", "haproxy.org/deny-list": "::1, 198.51.100.0/24"})
+	e.annotate("Ingress", "app", map[string]string{"haproxy.org/blacklist": "", "haproxy.org/deny-list": "::1, 198.51.100.0/24"})
 	d.expect("acl.test", "/", 200, "ac-0")
 
 	// src-ip-header: the header's address is the client for the lists.
-	e.annotateIngress("other", map[string]string{"haproxy.org/src-ip-header": "X-Real-IP"})
+	e.annotate("Ingress", "other", map[string]string{"haproxy.org/src-ip-header": "X-Real-IP"})
 	r := d.expectWith("other.test", "/", map[string]string{"X-Real-IP": "203.0.113.9"}, 200, "ac-1")
 	if xff := r.header.Get("X-Seen-Forwarded-For"); xff != "203.0.113.9" {
 		t.Fatalf("pod saw X-Forwarded-For %q, want the src-ip-header address 203.0.113.9", xff)
@@ -221,14 +221,14 @@ func TestAccessControl(t *testing.T) {
 	d.expectWith("other.test", "/", map[string]string{"X-Real-IP": "198.51.100.9"}, 200, "ac-1")
 
 	// An invalid list fails closed, with an Event.
-	before := d.reloadCount()
-	e.annotateIngress("app", map[string]string{"haproxy.org/allow-list": "127.0.0.1, not-an-ip"})
+	before := d.reloads()
+	e.annotate("Ingress", "app", map[string]string{"haproxy.org/allow-list": "127.0.0.1, not-an-ip"})
 	ev := e.event("Ingress", "app", "InvalidAnnotation")
 	if !strings.Contains(ev.Message, "allow-list") || !strings.Contains(ev.Message, "fail closed") {
 		t.Fatalf("event %q does not name the key and the fail-closed answer", ev.Message)
 	}
 	d.expect("acl.test", "/", 403, "")
-	if d.reloadCount() == before {
+	if d.reloads() == before {
 		t.Fatal("access-list change applied without a reload?")
 	}
 	if strings.Contains(d.config(), "not-an-ip") {
@@ -273,7 +273,7 @@ func TestBasicAuth(t *testing.T) {
 	d.expectWith("auth.test", "/", basic("bob", "builder"), 401, "")
 
 	// A missing Secret: 503 and an Event, never open.
-	e.annotateIngress("app", map[string]string{"haproxy.org/auth-secret": "nobody"})
+	e.annotate("Ingress", "app", map[string]string{"haproxy.org/auth-secret": "nobody"})
 	e.event("Ingress", "app", "AuthSecretNotFound")
 	d.expectWith("auth.test", "/", basic("alice", "looking-glass"), 503, "")
 	d.expectWith("auth.test", "/", nil, 503, "")
@@ -304,7 +304,7 @@ func TestRateLimit(t *testing.T) {
 	// the first 200: request 1 of 5.
 	d.expect("free.test", "/", 200, "rl-1")
 	d.expect("rl.test", "/", 200, "rl-0")
-	before := d.reloadCount()
+	before := d.reloads()
 	var got []int
 	for i := 0; i < 8; i++ {
 		r, err := d.get("rl.test", "/")
@@ -322,11 +322,11 @@ func TestRateLimit(t *testing.T) {
 			t.Fatalf("whitelisted request %d: %v %d", i, err, r.status)
 		}
 	}
-	if after := d.reloadCount(); after != before {
+	if after := d.reloads(); after != before {
 		t.Fatalf("%d reloads while counting, want 0 (a reload resets the counters)", after-before)
 	}
 
-	e.annotateIngress("free", map[string]string{"haproxy.org/rate-limit-requests": "lots"})
+	e.annotate("Ingress", "free", map[string]string{"haproxy.org/rate-limit-requests": "lots"})
 	e.event("Ingress", "free", "InvalidAnnotation")
 	d.expect("free.test", "/", 503, "")
 }

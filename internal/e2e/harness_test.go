@@ -22,7 +22,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/perimeter-ingress/perimeter/internal/haproxy"
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
@@ -228,7 +227,7 @@ func (d *daemon) reloads() int {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
-		n, err = haproxy.MasterReloads(ctx, filepath.Join(d.runtimeDir, "master.sock"))
+		n, err = testenv.MasterReloads(ctx, filepath.Join(d.runtimeDir, "master.sock"))
 		return err
 	})
 	if err != nil {
@@ -365,26 +364,47 @@ func (e *env) service(name string, annotations map[string]string, pods ...*teste
 	return s
 }
 
+// annotate sets (or, with an empty value, removes) annotations of a
+// Service or an Ingress of the test namespace.
 func (e *env) annotate(kind, name string, annotations map[string]string) {
 	e.t.Helper()
 	ctx := context.Background()
-	switch kind {
-	case "Service":
-		svc, err := e.c.Admin.CoreV1().Services(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if svc.Annotations == nil {
-			svc.Annotations = map[string]string{}
+	set := func(m map[string]string) map[string]string {
+		if m == nil {
+			m = map[string]string{}
 		}
 		for k, v := range annotations {
-			svc.Annotations[k] = v
+			if v == "" {
+				delete(m, k)
+				continue
+			}
+			m[k] = v
 		}
-		if _, err := e.c.Admin.CoreV1().Services(e.ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
-			e.t.Fatal(err)
+		return m
+	}
+	var err error
+	switch kind {
+	case "Service":
+		svcs := e.c.Admin.CoreV1().Services(e.ns)
+		svc, gerr := svcs.Get(ctx, name, metav1.GetOptions{})
+		if gerr != nil {
+			e.t.Fatal(gerr)
 		}
+		svc.Annotations = set(svc.Annotations)
+		_, err = svcs.Update(ctx, svc, metav1.UpdateOptions{})
+	case "Ingress":
+		ings := e.c.Admin.NetworkingV1().Ingresses(e.ns)
+		ing, gerr := ings.Get(ctx, name, metav1.GetOptions{})
+		if gerr != nil {
+			e.t.Fatal(gerr)
+		}
+		ing.Annotations = set(ing.Annotations)
+		_, err = ings.Update(ctx, ing, metav1.UpdateOptions{})
 	default:
 		e.t.Fatalf("annotate %s: not supported", kind)
+	}
+	if err != nil {
+		e.t.Fatal(err)
 	}
 }
 

@@ -121,7 +121,7 @@ func TestTenantForeignSecrets(t *testing.T) {
 	}
 	// Its own namespace, the same Secret name: served.
 	a.secret("users", map[string]string{"alice": cryptHash(t, "wonderland")})
-	a.annotateIngress("web", map[string]string{"haproxy.org/auth-secret": "users"})
+	a.annotate("Ingress", "web", map[string]string{"haproxy.org/auth-secret": "users"})
 	d.expectWith("attacker.test", "/", basicAuth("alice", "wonderland"), 200, "attacker-0")
 	tn.victimUnharmed()
 }
@@ -220,7 +220,7 @@ func TestTenantRegex(t *testing.T) {
 	t.Logf("50 hostile requests in %s", time.Since(start))
 
 	// A regex of the safe subset is applied.
-	a.annotateIngress("web", map[string]string{"haproxy.org/path-rewrite": `^/api/([^/]+)/(.*)$ /\2`})
+	a.annotate("Ingress", "web", map[string]string{"haproxy.org/path-rewrite": `^/api/([^/]+)/(.*)$ /\2`})
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(d.config(), `^/api/([^/]+)/(.*)$`) {
 			return fmt.Errorf("safe rewrite not rendered")
@@ -258,7 +258,7 @@ func TestTenantLimits(t *testing.T) {
 	if strings.Contains(d.config(), "size 100000000") {
 		t.Fatal("a 100m stick table was rendered")
 	}
-	a.annotateIngress("web", map[string]string{"haproxy.org/rate-limit-size": "", "haproxy.org/rate-limit-requests": "", "haproxy.org/src-ip-header": ""})
+	a.annotate("Ingress", "web", map[string]string{"haproxy.org/rate-limit-size": "", "haproxy.org/rate-limit-requests": "", "haproxy.org/src-ip-header": ""})
 	d.expect("attacker.test", "/", 200, "attacker-0")
 
 	// 2 x 4096 networks on the attacker's Service: about 100 kB of acl
@@ -439,7 +439,7 @@ func TestTenantLimitsReloadStorm(t *testing.T) {
 		}
 		tunnels = append(tunnels, c)
 		before := d.reloads()
-		a.annotateIngress("ws", map[string]string{"haproxy.org/timeout-check": fmt.Sprintf("%ds", i+1)})
+		a.annotate("Ingress", "ws", map[string]string{"haproxy.org/timeout-check": fmt.Sprintf("%ds", i+1)})
 		testenv.Eventually(t, 15*time.Second, func() error {
 			if n := d.reloads(); n <= before {
 				return fmt.Errorf("reload %d not done (%d reloads)", i, n)

@@ -220,11 +220,11 @@ func TestTenantLongPath(t *testing.T) {
 		rule{host: "b.example.com", path: "/ok", service: "web"})
 	d.expect("b.example.com", "/ok", 200, "lp-a-0")
 	// A new backend is a reload: HAProxy reads the map files again.
-	before := d.reloadCount()
+	before := d.reloads()
 	a.service("web2", nil, ap[1])
 	a.ingress("evil2", nil, rule{host: "c.example.com", path: "/", service: "web2"})
 	d.expect("c.example.com", "/", 200, "lp-a-1")
-	if d.reloadCount() == before {
+	if d.reloads() == before {
 		t.Fatal("no reload happened")
 	}
 	for _, name := range []string{"path-exact.map", "path-prefix.map", "host-owner.map"} {

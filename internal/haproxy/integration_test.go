@@ -203,11 +203,11 @@ func applyOK(tb testing.TB, d *Driver, want *model.Desired) Result {
 
 func reloads(tb testing.TB, d *Driver) int {
 	tb.Helper()
-	n, err := MasterReloads(context.Background(), d.paths.masterSock)
+	procs, err := d.master.ShowProc(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return n
+	return procs.Reloads
 }
 
 func TestIntegrationRouting(t *testing.T) {
