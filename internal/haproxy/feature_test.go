@@ -67,25 +67,10 @@ func runFeature(t *testing.T, dir string) {
 	for _, c := range u.rt.take() {
 		rt.WriteString(paths.Replace(c) + "\n")
 	}
-	featureGolden(t, filepath.Join(dir, "runtime.golden"), rt.String())
-	featureGolden(t, filepath.Join(dir, "haproxy.cfg.golden"), paths.Replace(readConfig(t, u.Driver)))
-}
-
-func featureGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	// golden reads below testdata/.
+	rel, _ := filepath.Rel("testdata", dir)
+	golden(t, filepath.Join(rel, "runtime.golden"), rt.String())
+	golden(t, filepath.Join(rel, "haproxy.cfg.golden"), paths.Replace(readConfig(t, u.Driver)))
 }
 
 // featureOptions starts a comment line that holds model.Options as JSON.
