@@ -89,8 +89,8 @@ func (d *Driver) trialLoad(ctx context.Context, todo []trialCandidate) error {
 	var cfg strings.Builder
 	cfg.WriteString("defaults\n\tmode http\n\ttimeout client 1s\n\ttimeout server 1s\n\ttimeout connect 1s\n\nfrontend trial\n")
 	for i, tc := range todo {
-		// Not a .pem name: a crash here must not leave a file that
-		// writeTLSFiles would take for a certificate in use.
+		// Not a .pem name, and not a file the state needs: one a crash
+		// leaves behind is removed by the next write (syncFiles).
 		p := filepath.Join(dir, ".trial-"+strconv.Itoa(i))
 		if err := writeFileAtomic(p, tc.c.pem, 0o600); err != nil {
 			return err
