@@ -94,11 +94,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "perimeter", app.Version)
 		return 0
 	}
+	// The peer's job modes: a Job written for it must neither start a
+	// daemon nor report success for a conversion that did not happen.
+	if c.JobCheckCRD() {
+		fmt.Fprintln(stdout, "perimeter: --job-check-crd: Perimeter has no custom resource definitions to install")
+		return 0
+	}
+	if c.ConvertsCRD() {
+		fmt.Fprintln(stderr, "perimeter: --input-file/--output-file: Perimeter has no custom resources; translate them to annotations and ConfigMap keys (docs/migration.md)")
+		return 2
+	}
 	var level slog.LevelVar
 	if l, err := c.LogLevel(); err == nil {
 		level.Set(l)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: &level}))
+	for _, n := range src.NoEffect() {
+		log.Warn("flag of the HAProxy Kubernetes Ingress Controller accepted without effect", "flag", n.Flag, "why", n.Reason)
+	}
 
 	switch cmd {
 	case "render":

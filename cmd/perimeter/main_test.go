@@ -23,15 +23,15 @@ func TestFlagsDocumented(t *testing.T) {
 	seen := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) {
 		seen[f.Name] = true
-		if !strings.Contains(string(doc), "| `--"+f.Name+"` |") {
-			t.Errorf("flag --%s missing from docs/configuration.md", f.Name)
+		if !strings.Contains(string(doc), "| `"+config.FlagSyntax(f.Name)+"` |") {
+			t.Errorf("flag %s missing from docs/configuration.md", config.FlagSyntax(f.Name))
 		}
 	})
 	for _, line := range strings.Split(string(doc), "\n") {
-		if name, ok := strings.CutPrefix(line, "| `--"); ok {
-			name, _, _ = strings.Cut(name, "`")
+		if name, ok := strings.CutPrefix(line, "| `-"); ok {
+			name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "`")
 			if !seen[name] {
-				t.Errorf("docs/configuration.md documents --%s, which does not exist", name)
+				t.Errorf("docs/configuration.md documents %s, which does not exist", config.FlagSyntax(name))
 			}
 		}
 	}
@@ -93,5 +93,27 @@ func TestConfigReference(t *testing.T) {
 	}
 	if code := run([]string{"config-reference", "--format=toml"}, &out, &errOut); code != 2 {
 		t.Fatalf("unknown format: exit %d", code)
+	}
+}
+
+// The peer's one-shot modes end at once: a Job written for it succeeds
+// with nothing to install, and a conversion it cannot do is an error.
+func TestPeerJobModes(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "perimeter.yaml")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--job-check-crd", "--config=" + empty}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "no custom resource definitions") {
+		t.Fatalf("--job-check-crd: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"--input-file=a.yaml", "--output-file=b.yaml", "--config=" + empty}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "no custom resources") {
+		t.Fatalf("--input-file: exit %d, stderr %q", code, errOut.String())
+	}
+	out.Reset()
+	if code := run([]string{"-v"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "perimeter ") {
+		t.Fatalf("-v: exit %d, stdout %q", code, out.String())
 	}
 }

@@ -40,7 +40,7 @@ func ModelOptions(c *config.Config) model.Options {
 		DefaultBackendService: c.DefaultBackendService,
 		NamespaceWhitelist:    c.NamespaceWhitelist,
 		NamespaceBlacklist:    c.NamespaceBlacklist,
-		ConfigSnippets:        c.ConfigSnippets,
+		ConfigSnippets:        c.SnippetKinds(),
 		DefaultSSLCertificate: c.DefaultSSLCertificate,
 
 		AllowCrossNamespaceHosts: c.AllowCrossNamespaceHosts,
@@ -77,6 +77,7 @@ func WatchOptions(c *config.Config) kube.WatchOptions {
 		MaxSecrets:             c.MaxWatchedSecrets,
 		MaxSecretsPerNamespace: c.MaxWatchedSecretsPerNamespace,
 		CoalesceSecrets:        kube.DefaultCoalesceSecrets,
+		Resync:                 c.CacheResyncPeriod,
 	}
 }
 
@@ -196,6 +197,9 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	defer cancel(nil)
 
 	mux := controllerMux(m, &ready, alive)
+	if c.Pprof {
+		servePprof(mux)
+	}
 	// The speaker starts before HAProxy: routes to the pods should exist by
 	// the time the first configuration is served. It stops last, after
 	// HAProxy, so no request is sent towards a pod whose route is gone.
@@ -362,6 +366,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	var status *kube.StatusWriter
 	if !c.DisableIngressStatusUpdate {
 		addrs := c.PublishAddresses
+		if len(addrs) == 0 && c.PublishService != "" {
+			if addrs, err = publishServiceAddresses(ctx, cs, c.PublishService); err != nil {
+				log.Warn("Ingress status falls back to the default address", "err", err)
+			}
+		}
 		if len(addrs) == 0 {
 			// Several edges are one ingress: its addresses, not a host's.
 			addrs = announceAddrs(c)

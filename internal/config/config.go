@@ -36,6 +36,9 @@ type Config struct {
 	NamespaceWhitelist    []string
 	NamespaceBlacklist    []string
 	ConfigSnippets        []string
+	// DisableConfigSnippets is the peer's inverse of ConfigSnippets: kinds
+	// taken out of it ("all", "global", "backend", "frontend").
+	DisableConfigSnippets []string
 	// AllowCrossNamespaceHosts lets several namespaces route one host;
 	// TrustForwardedFor keeps a client's X-Forwarded-For (docs/security.md).
 	AllowCrossNamespaceHosts bool
@@ -59,12 +62,15 @@ type Config struct {
 	// TLS and Ingress status (docs/tls.md, docs/observability.md).
 	DefaultSSLCertificate      string
 	PublishAddresses           []string
+	PublishService             string
 	ElectionID                 string
 	ElectionNamespace          string
 	UpdateStatusOnShutdown     bool
 	DisableIngressStatusUpdate bool
 
-	SyncPeriod time.Duration
+	SyncPeriod        time.Duration
+	CacheResyncPeriod time.Duration
+	Pprof             bool
 
 	// Limits on what tenants can make the daemon hold (docs/security.md).
 	MaxWatchedSecrets             int
@@ -74,6 +80,8 @@ type Config struct {
 	Version                       bool
 
 	BGP BGP
+
+	compat compatFlags
 
 	// values is every flag's value as text once parsed, to tell what a
 	// reload changes.
@@ -179,6 +187,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.Var(listFlag{&c.NamespaceWhitelist}, "namespace-whitelist", "only watch these namespaces (repeatable or comma-separated)")
 	fs.Var(listFlag{&c.NamespaceBlacklist}, "namespace-blacklist", "ignore these namespaces (repeatable or comma-separated)")
 	fs.Var(listFlag{&c.ConfigSnippets}, "config-snippets", "enable config snippets of these kinds: global, backend (default: none)")
+	fs.Var(listFlag{&c.DisableConfigSnippets}, "disable-config-snippets", "disable config snippets of these kinds even when --config-snippets enables them: all, global, backend, frontend")
 	fs.BoolVar(&c.AllowCrossNamespaceHosts, "allow-cross-namespace-hosts", false, "let Ingresses of different namespaces share a host (default: a host belongs to the namespace of its oldest Ingress)")
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "keep the X-Forwarded-For header clients send, for an edge behind trusted proxies (default: a forwarded-for backend sees only the address HAProxy saw)")
 	fs.IntVar(&c.HTTPBindPort, "http-bind-port", 80, "HTTP port")
@@ -195,12 +204,15 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.ControllerBindAddress, "controller-bind-address", "127.0.0.1", "address of the daemon's /healthz, /readyz, /metrics")
 	fs.IntVar(&c.ControllerPort, "controller-port", 6060, "port of the daemon's /healthz, /readyz, /metrics; 0 disables")
 	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", "", "Secret (kubernetes.io/tls) served to HTTPS clients whose SNI matches no Ingress, NAMESPACE/NAME (default: a self-signed certificate generated at start)")
+	fs.StringVar(&c.PublishService, "publish-service", "", "Service whose load-balancer addresses (else external IPs) are written into the status of served Ingresses, NAMESPACE/NAME")
 	fs.Var(repeatFlag{&c.PublishAddresses}, "publish-address", "IP or host name written into the status of served Ingresses (repeatable; default: the address HAProxy binds, else the one of the default route)")
 	fs.StringVar(&c.ElectionID, "election-id", "perimeter-leader", "name of the Lease that elects the one daemon writing Ingress status")
 	fs.StringVar(&c.ElectionNamespace, "election-namespace", "default", "namespace of the --election-id Lease")
 	fs.BoolVar(&c.UpdateStatusOnShutdown, "update-status-on-shutdown", false, "clear the status of served Ingresses when the daemon stops")
 	fs.BoolVar(&c.DisableIngressStatusUpdate, "disable-ingress-status-update", false, "never write Ingress status")
 	fs.DurationVar(&c.SyncPeriod, "sync-period", time.Second, "least time between two HAProxy reloads; runtime changes are never delayed")
+	fs.DurationVar(&c.CacheResyncPeriod, "cache-resync-period", 10*time.Minute, "period at which the informers replay their caches, which also re-checks every object")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's /debug/pprof/ on the controller port")
 	fs.IntVar(&c.MaxWatchedSecrets, "max-watched-secrets", 4000, "most Secrets watched at once; further references are refused with an Event (0: no cap)")
 	fs.IntVar(&c.MaxWatchedSecretsPerNamespace, "max-watched-secrets-per-namespace", 500, "most Secrets of one namespace watched at once; further references are refused with an Event (0: no cap)")
 	fs.IntVar(&c.MaxConfigSize, "max-config-size", 64<<20, "largest haproxy.cfg in bytes; the backends of a change that would exceed it keep their last good version, with an Event (0: no cap)")
@@ -235,6 +247,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.BGP.UpstreamHoldTime, "bgp-upstream-hold-time", 9*time.Second, "hold time proposed to upstream peers: how long a frozen edge keeps its flows")
 	fs.DurationVar(&c.BGP.UpstreamRestartTime, "bgp-upstream-restart-time", 15*time.Second, "graceful-restart time announced to upstream peers (a hand-over restart keeps the address routed); 0 disables graceful restart")
 	fs.DurationVar(&c.BGP.ShutdownDrain, "shutdown-drain", 5*time.Second, "on stop, how long HAProxy keeps serving after the announce addresses are withdrawn")
+	c.compatFlagSet(fs)
 	return fs
 }
 
@@ -283,7 +296,7 @@ func (c *Config) Validate() error {
 	for _, f := range []struct{ flag, v string }{
 		{"configmap", c.ConfigMap}, {"configmap-errorfiles", c.ConfigMapErrorFiles},
 		{"configmap-tcp-services", c.ConfigMapTCPServices}, {"default-backend-service", c.DefaultBackendService},
-		{"default-ssl-certificate", c.DefaultSSLCertificate},
+		{"default-ssl-certificate", c.DefaultSSLCertificate}, {"publish-service", c.PublishService},
 	} {
 		if f.v == "" {
 			continue
@@ -331,6 +344,14 @@ func (c *Config) Validate() error {
 		if s != "global" && s != "backend" {
 			bad("config-snippets", strconv.Quote(s), s, "unknown kind (want global, backend)")
 		}
+	}
+	for _, s := range c.DisableConfigSnippets {
+		if s != "all" && s != "global" && s != "backend" && s != "frontend" {
+			bad("disable-config-snippets", strconv.Quote(s), s, "unknown kind (want all, global, backend, frontend)")
+		}
+	}
+	if c.CacheResyncPeriod < 0 {
+		bad("cache-resync-period", c.CacheResyncPeriod.String(), "", "negative")
 	}
 	if _, err := c.LogLevel(); err != nil {
 		errs = append(errs, err)

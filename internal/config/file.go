@@ -201,7 +201,7 @@ func (f *file) apply(fs *flag.FlagSet, set map[string]bool) error {
 		}
 		k, ok := keys[name]
 		switch {
-		case name == "config" || name == "version":
+		case !ok && flagOnly(name) && fs.Lookup(name) != nil:
 			bad(kn.Line, "a command-line flag only, not a key of the file")
 			continue
 		case !ok:

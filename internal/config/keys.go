@@ -37,7 +37,9 @@ type Key struct {
 }
 
 // aliases maps alternative flag names to the canonical one.
-var aliases = map[string]string{"configmap-errorfile": "configmap-errorfiles"}
+var aliases = map[string]string{"configmap-errorfile": "configmap-errorfiles",
+	// The peer's one-letter forms.
+	"e": "external", "v": "version", "p": "pprof"}
 
 func canonical(name string) string {
 	if c, ok := aliases[name]; ok {
@@ -75,9 +77,16 @@ func fileKeys() []Key {
 	return out
 }
 
+// flagOnly: --config and --version, the one-letter forms and the peer's
+// flags that have no effect are not keys of the configuration file.
+func flagOnly(name string) bool {
+	_, ignored := noEffect[name]
+	return name == "config" || name == "version" || len(name) == 1 || ignored
+}
+
 func keyOf(f *flag.Flag) Key {
 	k := Key{Name: f.Name, Usage: f.Usage, Default: f.DefValue, Alias: aliases[f.Name],
-		FlagOnly: f.Name == "config" || f.Name == "version"}
+		FlagOnly: flagOnly(f.Name)}
 	_, k.Live = liveKeys[canonical(f.Name)]
 	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 		k.Kind = KindBool
@@ -111,15 +120,16 @@ var groups = []struct {
 	title string
 	keys  []string
 }{
-	{"Cluster and what is served", []string{"kubeconfig", "external", "configmap", "configmap-errorfiles", "configmap-errorfile",
+	{"Cluster and what is served", []string{"kubeconfig", "external", "e", "configmap", "configmap-errorfiles", "configmap-errorfile",
 		"configmap-tcp-services", "ingress.class", "empty-ingress-class", "namespace-whitelist", "namespace-blacklist",
-		"default-backend-service", "default-ssl-certificate", "config-snippets", "allow-cross-namespace-hosts"}},
+		"default-backend-service", "default-ssl-certificate", "config-snippets", "disable-config-snippets",
+		"allow-cross-namespace-hosts", "cache-resync-period"}},
 	{"HAProxy", []string{"program", "config-dir", "runtime-dir", "http-bind-port", "https-bind-port", "ipv4-bind-address",
 		"ipv6-bind-address", "disable-http", "disable-https", "disable-ipv4", "disable-ipv6", "trust-forwarded-for", "sync-period"}},
 	{"Tenant limits", []string{"max-watched-secrets", "max-watched-secrets-per-namespace", "max-config-size"}},
 	{"Endpoints for operators", []string{"stats-bind-address", "stats-bind-port", "healthz-bind-port",
-		"controller-bind-address", "controller-port"}},
-	{"Ingress status", []string{"publish-address", "election-id", "election-namespace", "update-status-on-shutdown",
+		"controller-bind-address", "controller-port", "pprof", "p"}},
+	{"Ingress status", []string{"publish-address", "publish-service", "election-id", "election-namespace", "update-status-on-shutdown",
 		"disable-ingress-status-update"}},
 	{"BGP", []string{"bgp-local-as", "bgp-router-id", "bgp-listen-address", "bgp-listen-address-ipv6", "bgp-listen-port", "bgp-peer",
 		"bgp-peers-from-nodes", "bgp-node-selector", "bgp-node-password-secret", "bgp-node-port", "bgp-node-ttl-security", "bgp-cluster-as",
@@ -127,5 +137,6 @@ var groups = []struct {
 		"bgp-keep-routes-on-exit", "bgp-max-prefixes"}},
 	{"High availability", []string{"announce-address", "bgp-upstream-peer", "bgp-upstream-community", "bgp-upstream-med",
 		"bgp-upstream-hold-time", "bgp-upstream-restart-time", "shutdown-drain"}},
-	{"Daemon", []string{"log", "config", "version"}},
+	{"Daemon", []string{"log", "config", "version", "v"}},
+	{compatTitle, compatOrder},
 }

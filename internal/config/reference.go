@@ -49,6 +49,8 @@ var examples = map[string]any{
 	"announce-address":        []string{"203.0.113.10"},
 	"bgp-upstream-community":  []string{"64500:100"},
 	"bgp-upstream-med":        "10",
+	"publish-service":         "haproxy-controller/haproxy-kubernetes-ingress",
+	"disable-config-snippets": []string{"all"},
 }
 
 // notes add to a flag's one-line usage in the Markdown reference.
@@ -64,6 +66,16 @@ var notes = map[string]string{
 	"sync-period":                   "Endpoint changes go out through the Runtime API and are never delayed.",
 	"allow-cross-namespace-hosts":   "See [security.md](security.md#hosts-and-paths).",
 	"trust-forwarded-for":           "See [security.md](security.md#request-handling).",
+	"publish-service":               "--publish-address wins; the Service is read once, at start.",
+	"disable-config-snippets":       "The peer's flag: snippets are off here unless --config-snippets enables them.",
+	"pprof":                         "Profiles reveal the daemon's internals: keep the controller port on loopback.",
+}
+
+// intro of the compatibility group, after its title.
+var groupIntro = map[string]string{
+	compatTitle: "Flags of the HAProxy Kubernetes Ingress Controller (v1.10 and 3.x) that change nothing here. " +
+		"They are accepted so that its units and manifests start unchanged; the daemon logs one warning per flag given, " +
+		"with the reason below. They are command-line flags only. See [migration.md](migration.md).",
 }
 
 // Example is the value the YAML reference shows for k: its example, else
@@ -167,7 +179,14 @@ names every key that changed, with its old and new value.
 
 `)
 	for _, g := range groups {
-		fmt.Fprintf(&b, "### %s\n\n| flag / key | type | default | reload | meaning |\n|---|---|---|---|---|\n", g.title)
+		fmt.Fprintf(&b, "### %s\n\n", g.title)
+		if intro := groupIntro[g.title]; intro != "" {
+			for _, l := range wrap(intro, 76) {
+				b.WriteString(l + "\n")
+			}
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "| flag / key | type | default | reload | meaning |\n|---|---|---|---|---|\n")
 		for _, k := range Keys() {
 			if !inGroup(k.Name, g.keys) {
 				continue
@@ -190,7 +209,10 @@ names every key that changed, with its old and new value.
 			if n := notes[k.Name]; n != "" {
 				meaning += ". " + n
 			}
-			fmt.Fprintf(&b, "| `--%s` | %s | %s | %s | %s |\n", k.Name, kind, cell(def), reloadWord(k), cell(meaning))
+			if r, ok := noEffect[k.Name]; ok {
+				meaning += ". No effect: " + r
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", FlagSyntax(k.Name), kind, cell(def), reloadWord(k), cell(meaning))
 		}
 		b.WriteString("\n")
 	}

@@ -40,7 +40,7 @@ func TestReferenceDoc(t *testing.T) {
 		t.Errorf("the doc's example is refused: %v", err)
 	}
 	for _, k := range Keys() {
-		if !strings.Contains(want, "| `--"+k.Name+"` |") {
+		if !strings.Contains(want, "| `"+FlagSyntax(k.Name)+"` |") {
 			t.Errorf("--%s has no row", k.Name)
 		}
 	}
@@ -122,7 +122,7 @@ func TestExamplesAreDefaults(t *testing.T) {
 func TestLiveKeysDocumented(t *testing.T) {
 	md := Markdown()
 	for _, k := range Keys() {
-		row := "| `--" + k.Name + "` |"
+		row := "| `" + FlagSyntax(k.Name) + "` |"
 		i := strings.Index(md, row)
 		if i < 0 {
 			continue

@@ -12,6 +12,7 @@ var liveKeys = map[string]func(dst, src *Config){
 	"default-backend-service": func(d, s *Config) { d.DefaultBackendService = s.DefaultBackendService },
 	"default-ssl-certificate": func(d, s *Config) { d.DefaultSSLCertificate = s.DefaultSSLCertificate },
 	"config-snippets":         func(d, s *Config) { d.ConfigSnippets = s.ConfigSnippets },
+	"disable-config-snippets": func(d, s *Config) { d.DisableConfigSnippets = s.DisableConfigSnippets },
 	"allow-cross-namespace-hosts": func(d, s *Config) {
 		d.AllowCrossNamespaceHosts = s.AllowCrossNamespaceHosts
 	},
