@@ -113,10 +113,10 @@ an HTML page. The 404 page also answers requests no rule matches. A change reloa
 Keys are ports, values ` + "`NAMESPACE/SERVICE:PORT`" + ` (port number or name). Each port gets a ` + "`mode tcp`" + `
 frontend on the IPv4/IPv6 bind addresses and a backend whose endpoints change at run time, like HTTP
 backends; the Service's annotations (` + "`load-balance`, `check`, `server-ca`" + `, ...) apply, and a
-Secret problem of the backend is an Event on the Service. ` + "`NAMESPACE/SERVICE:PORT::ssl`" + `
-terminates TLS on the port with the default certificate (the one the https frontend serves to clients
-without a matching SNI) and forwards the decrypted stream. The PROXY protocol field between the two
-colons is not supported: an entry that sets it is refused with an Event.
+Secret problem of the backend is an Event on the Service. ` + "`NAMESPACE/SERVICE:PORT:ssl`" + `
+(also written ` + "`PORT::ssl`" + `) terminates TLS on the port with the default certificate (the one the
+https frontend serves to clients without a matching SNI) and forwards the decrypted stream. Any other
+option (a PROXY protocol field, ` + "`send-proxy`" + `, ...) is refused with an Event rather than ignored.
 
 ## Canary (` + "`" + ExtensionPrefix + "canary-*`" + `)
 

@@ -197,6 +197,8 @@ func TestTCPServices(t *testing.T) {
 	cm := &corev1.ConfigMap{Data: map[string]string{
 		"15432": "db/pg:5432", "15433": "db/pg:sql", "15434": "db/pg:5432::ssl", "x": "db/pg:1", "15435": "nope",
 		"15436": "db/pg:5432:send-proxy", "15437": "db/pg:5432::tls",
+		"15438": "db/pg:5432:ssl", "15439": "db/pg:sql:ssl", "15440": "db/pg:5432:PROXY:ssl", "15441": "db/pg:5432:ssl:",
+		"15442": "db/pg:5432::", "15443": "db/pg:5432:::ssl",
 	}}
 	cm.Namespace, cm.Name = "ns", "tcp"
 	d := Build(&Snapshot{TCPServices: cm, Services: []*corev1.Service{svc},
@@ -205,6 +207,9 @@ func TestTCPServices(t *testing.T) {
 		{Port: 15432, Backend: "tcp15432_db_pg_5432"},
 		{Port: 15433, Backend: "tcp15433_db_pg_sql"},
 		{Port: 15434, Backend: "tcp15434_db_pg_5432", SSL: true},
+		{Port: 15438, Backend: "tcp15438_db_pg_5432", SSL: true},
+		{Port: 15439, Backend: "tcp15439_db_pg_sql", SSL: true},
+		{Port: 15442, Backend: "tcp15442_db_pg_5432"},
 	}
 	if !slices.Equal(d.TCPServices, want) {
 		t.Fatalf("tcp services %+v, want %+v", d.TCPServices, want)
@@ -213,8 +218,8 @@ func TestTCPServices(t *testing.T) {
 	if !b.TCP {
 		t.Fatal("TCP backend not marked TCP")
 	}
-	if n := len(problemsOf(d)); n != 4 {
-		t.Fatalf("want 4 problems (x, nope, send-proxy, tls), got %v", problemsOf(d))
+	if n := len(problemsOf(d)); n != 7 {
+		t.Fatalf("want 7 problems (x, nope, send-proxy, tls, PROXY, ssl:, :::ssl), got %v", problemsOf(d))
 	}
 }
 

@@ -27,25 +27,26 @@ type TCPService struct {
 	SSL bool
 }
 
-// tcpOptions splits what follows NS/SERVICE: in a TCP service entry, the
-// HAProxy Kubernetes Ingress Controller's PORT[:[PROXY][:ssl]]. Only an
-// empty PROXY field is supported.
+// tcpOptions splits what follows NS/SERVICE: in a TCP service entry: PORT,
+// PORT:ssl (the HAProxy Kubernetes Ingress Controller's form) or PORT::ssl
+// (the same with an empty PROXY field, as ingress-nginx lays it out). A
+// PROXY protocol field or another option is refused rather than ignored.
 func tcpOptions(opts string) (port string, ssl bool, err error) {
 	parts := strings.Split(opts, ":")
 	port = parts[0]
-	if len(parts) > 1 && parts[1] != "" {
-		return port, false, fmt.Errorf("PROXY protocol option %q is not supported for TCP services", parts[1])
-	}
-	if len(parts) > 2 {
-		if parts[2] != "ssl" {
-			return port, false, fmt.Errorf("option %q is not supported (want ssl)", parts[2])
-		}
-		ssl = true
-	}
-	if len(parts) > 3 {
+	switch {
+	case len(parts) == 1:
+		return port, false, nil
+	case len(parts) == 2 && parts[1] == "ssl":
+		return port, true, nil
+	case len(parts) > 3:
 		return port, false, fmt.Errorf("%d fields after the port, want at most 2", len(parts)-1)
+	case parts[1] != "":
+		return port, false, fmt.Errorf("option %q is not supported for TCP services (want ssl)", parts[1])
+	case len(parts) == 3 && parts[2] != "ssl" && parts[2] != "":
+		return port, false, fmt.Errorf("option %q is not supported (want ssl)", parts[2])
 	}
-	return port, ssl, nil
+	return port, len(parts) == 3 && parts[2] == "ssl", nil
 }
 
 // ErrorFileCodes are the status codes HAProxy 2.6 generates and accepts in
@@ -125,7 +126,7 @@ func errorPage(code int, value string) (string, error) {
 }
 
 // tcpServices reads --configmap-tcp-services: "PORT": "NS/SERVICE:PORT",
-// or "NS/SERVICE:PORT::ssl" to terminate TLS with the default certificate.
+// or "NS/SERVICE:PORT:ssl" ("::ssl" too) to terminate TLS with the default certificate.
 // Each entry gets its own mode tcp backend, named tcp<port>_<ns>_<svc>_<port>
 // (four parts: no HTTP backend has that shape).
 func (b *builder) tcpServices() {
@@ -146,7 +147,7 @@ func (b *builder) tcpServices() {
 		ns, svc, ok := strings.Cut(target, "/")
 		svcPort, ssl, optErr := tcpOptions(opts)
 		if !ok || checkDNSLabel(ns) != nil || checkDNSLabel(svc) != nil || svcPort == "" {
-			b.problem(ref, ReasonInvalidTCP, "port %d: %q is not NAMESPACE/SERVICE:PORT[::ssl]; ignored", port, value)
+			b.problem(ref, ReasonInvalidTCP, "port %d: %q is not NAMESPACE/SERVICE:PORT[:ssl]; ignored", port, value)
 			continue
 		}
 		if optErr != nil {
