@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
+)
+
+// Drop-in tests use pods in 198.18.137.0/24.
+
+// peerExecStart is the ExecStart line of the HAProxy Kubernetes Ingress
+// Controller's documented --external systemd unit, flags unchanged, with
+// the flags its Helm and metrics docs add.
+var peerExecStart = []string{
+	"--external", "--configmap=default/haproxy-kubernetes-ingress", "--program=/usr/sbin/haproxy",
+	"--disable-ipv6", "--ipv4-bind-address=0.0.0.0", "--http-bind-port=80",
+	"--prometheus", "-e", "--localpeer-port=10000", "--default-backend-port=6061",
+}
+
+// TestPeerCommandLine: the daemon started with the peer's unit and its
+// TCP-services ConfigMap (NS/SVC:PORT and NS/SVC:PORT:ssl) serves an
+// Ingress and both TCP services, and says which flags did nothing.
+func TestPeerCommandLine(t *testing.T) {
+	e := newEnv(t)
+	pod := feEchoPod(t, "dropin-0", 137, 10)
+	e.service("web", nil, pod.Pod)
+	e.service("ldap", nil, pod.Pod)
+	e.ingress("web", nil, rule{host: "dropin.test", path: "/", service: "web", port: 80})
+	plain, secure := testenv.FreePort(t), testenv.FreePort(t)
+	// The ConfigMap of the peer's TCP services documentation, on free ports.
+	e.configMap("tcpservices", map[string]string{
+		strconv.Itoa(plain):  e.ns + "/ldap:80",
+		strconv.Itoa(secure): e.ns + "/ldap:80:ssl",
+	})
+
+	// The unit's flags, then only what this test bed needs instead of the
+	// host's: port 80 (shared machine), the daemon's credentials, the
+	// TCP services ConfigMap of this test's namespace.
+	httpPort := testenv.FreePort(t)
+	args := append(append([]string{}, peerExecStart...),
+		"--http-bind-port="+strconv.Itoa(httpPort), "--configmap-tcp-services="+e.ns+"/tcpservices")
+	d := e.startDaemon(args...)
+	d.httpPort = httpPort
+
+	d.expect("dropin.test", "/", 200, "dropin-0")
+
+	exchange := func(conn net.Conn) (string, error) {
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, "GET /tcp HTTP/1.0\r\nHost: raw\r\n\r\n"); err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(conn)
+		return string(b), err
+	}
+	fromPod := func(out string) error {
+		if !strings.Contains(out, "X-Pod: dropin-0") || !strings.Contains(out, "X-Seen-Uri: /tcp") {
+			return fmt.Errorf("answer %q is not from the pod", out)
+		}
+		return nil
+	}
+	testenv.Eventually(t, 15*time.Second, func() error {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(plain), 2*time.Second)
+		if err != nil {
+			return err
+		}
+		out, err := exchange(conn)
+		if err != nil {
+			return err
+		}
+		return fromPod(out)
+	})
+	testenv.Eventually(t, 15*time.Second, func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", "127.0.0.1:"+strconv.Itoa(secure),
+			&tls.Config{ServerName: "ldap.example", InsecureSkipVerify: true}) //nolint:gosec // the test checks the certificate itself
+		if err != nil {
+			return err
+		}
+		if st := conn.ConnectionState(); len(st.PeerCertificates) == 0 || subjectOf(st.PeerCertificates[0]) != generatedDefault {
+			conn.Close()
+			return fmt.Errorf("the :ssl port did not serve the default certificate")
+		}
+		out, err := exchange(conn)
+		if err != nil {
+			return err
+		}
+		return fromPod(out)
+	})
+
+	// No InvalidTCPService for the peer's form, and one warning per flag
+	// that has no effect.
+	log := d.out.String()
+	if strings.Contains(log, "InvalidTCPService") {
+		t.Fatalf("a TCP service entry was refused:\n%s", tail(log, 40))
+	}
+	for _, f := range []string{"--prometheus", "--localpeer-port", "--default-backend-port"} {
+		if !strings.Contains(log, "accepted without effect\" flag="+f+" ") {
+			t.Errorf("no warning for %s", f)
+		}
+	}
+}
