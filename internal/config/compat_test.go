@@ -9,7 +9,7 @@ import (
 // The flags of a unit written for the peer parse, and those that change
 // nothing are reported for the daemon's log.
 func TestPeerFlagsAccepted(t *testing.T) {
-	args := []string{"-e", "-t", "-p", "--prometheus", "--kubeconfig=/etc/perimeter/kubeconfig",
+	args := []string{"-e", "-t", "--configmap-patternfiles=haproxy-controller/patterns", "-p", "--prometheus", "--kubeconfig=/etc/perimeter/kubeconfig",
 		"--configmap=haproxy-controller/haproxy-kubernetes-ingress", "--publish-service=haproxy-controller/haproxy-kubernetes-ingress",
 		"--disable-config-snippets=backend", "--config-snippets=global,backend", "--cache-resync-period=5m",
 		"--default-backend-port=6061", "--localpeer-port=10000", "--channel-size=600", "--initial-sync-period=1s",
@@ -35,7 +35,7 @@ func TestPeerFlagsAccepted(t *testing.T) {
 		}
 		flags = append(flags, n.Flag)
 	}
-	want := []string{"--channel-size", "--custom-validation-rules", "--default-backend-port", "--disable-quic",
+	want := []string{"--channel-size", "--configmap-patternfiles", "--custom-validation-rules", "--default-backend-port", "--disable-quic",
 		"--disable-service-external-name", "--disable-writing-only-if-reload", "--enable-custom-annotations-on-ingress",
 		"--experimental", "--gateway-controller-name", "--healthz-bind-thread", "--http-bind-thread", "--https-bind-thread",
 		"--initial-sync-period", "--localpeer-port", "--prometheus", "--quic-announce-port", "--quic-bind-port",

@@ -315,6 +315,11 @@ func cidrListParser() parser[CIDRList] {
 	return parser[CIDRList]{
 		desc: "list of IP addresses or CIDRs (IPv4, IPv6) separated by commas or spaces",
 		parse: func(s string) (CIDRList, error) {
+			if strings.HasPrefix(strings.TrimSpace(s), "patterns/") {
+				// The peer's --configmap-patternfiles: say so, rather than
+				// "not a CIDR", so the fix is obvious from the Event.
+				return "", errors.New("pattern files (patterns/<file>, the peer's --configmap-patternfiles) are not supported: list the addresses in the value")
+			}
 			fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
 			if len(fields) == 0 {
 				return "", errors.New("empty list")
