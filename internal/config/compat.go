@@ -38,10 +38,11 @@ var noEffect = map[string]string{
 	"custom-validation-rules":              "custom annotations and their ValidationRules resources are not supported",
 	"enable-custom-annotations-on-ingress": "custom annotations are not supported",
 	"disable-service-external-name":        "ExternalName Services are always refused, with an Event",
-	"job-check-crd":                        "Perimeter has no custom resources to install",
-	"input-file":                           "Perimeter has no custom resources to convert",
-	"output-file":                          "Perimeter has no custom resources to convert",
 }
+
+// jobModes are the peer's one-shot modes: the daemon ends at once instead
+// of serving (cmd/perimeter).
+var jobModes = map[string]bool{"job-check-crd": true, "input-file": true, "output-file": true}
 
 // compatFlags holds the values of the no-effect flags: parsed so that the
 // peer's command lines are accepted, and otherwise unread.
@@ -150,3 +151,10 @@ var compatOrder = []string{"configmap-patternfiles", "t", "prometheus", "default
 	"gateway-controller-name", "disable-quic", "quic-bind-port", "quic-announce-port", "disable-writing-only-if-reload",
 	"with-s6-overlay", "with-pebble", "with-gopherd", "experimental", "custom-validation-rules",
 	"enable-custom-annotations-on-ingress", "disable-service-external-name", "job-check-crd", "input-file", "output-file"}
+
+// NoEffectReason says why a flag accepted from the peer changes nothing,
+// or false when the flag does something (or does not exist).
+func NoEffectReason(name string) (string, bool) {
+	r, ok := noEffect[name]
+	return r, ok
+}

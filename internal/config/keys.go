@@ -81,7 +81,7 @@ func fileKeys() []Key {
 // flags that have no effect are not keys of the configuration file.
 func flagOnly(name string) bool {
 	_, ignored := noEffect[name]
-	return name == "config" || name == "version" || len(name) == 1 || ignored
+	return name == "config" || name == "version" || len(name) == 1 || ignored || jobModes[name]
 }
 
 func keyOf(f *flag.Flag) Key {

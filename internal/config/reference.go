@@ -73,7 +73,8 @@ var notes = map[string]string{
 
 // intro of the compatibility group, after its title.
 var groupIntro = map[string]string{
-	compatTitle: "Flags of the HAProxy Kubernetes Ingress Controller (v1.10 and 3.x) that change nothing here. " +
+	compatTitle: "Flags of the HAProxy Kubernetes Ingress Controller (v1.10 and 3.x) that change nothing here, " +
+		"and its one-shot job modes. " +
 		"They are accepted so that its units and manifests start unchanged; the daemon logs one warning per flag given, " +
 		"with the reason below. They are command-line flags only. See [migration.md](migration.md).",
 }
