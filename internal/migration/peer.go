@@ -213,7 +213,7 @@ var peerKeys = []peerKey{
 	{name: "cookie-persistence-no-dynamic", v3: cs, note: "not implemented: cookies are dynamic"},
 	{name: "scale-server-slots", v110: cis, v3: cis},
 	{name: "servers-increment", v110: cis, v3: cis},
-	{name: "server-slots", v110: cis, v3: cis, note: "this legacy name is not read: use `scale-server-slots`"},
+	{name: "server-slots", v110: cis, v3: cis},
 	{name: "backend-config-snippet", v110: cis, v3: cis, note: "off unless `--config-snippets=backend`; validated, a bad one is dropped for its backend only"},
 	{name: "cr-backend", v110: cis, v3: cis, note: "no custom resources (below)"},
 	{name: "standalone-backend", v3: is, note: "not implemented"},
