@@ -46,7 +46,8 @@ func checkedFeatures(f model.BackendFeatures, reject func(format string, args ..
 	if f.Deny != 0 && !slices.Contains([]int{403, 503}, f.Deny) {
 		f.Deny = 503
 	}
-	if f.CheckHTTP.Path != "" && (!model.IsHTTPCheckMethod(f.CheckHTTP.Method) || !safePath(f.CheckHTTP.Path)) {
+	if f.CheckHTTP.Path != "" && (!model.IsHTTPCheckMethod(f.CheckHTTP.Method) || !safePath(f.CheckHTTP.Path) ||
+		!model.ValidHTTPCheckVersion(f.CheckHTTP.Version, f.CheckHTTP.Host)) {
 		reject("check-http %q is not valid; TCP checks are used", f.CheckHTTP.Path)
 		f.CheckHTTP = model.HTTPCheck{}
 	}
@@ -136,7 +137,10 @@ func (r renderer) backendFeatures(w *cfgWriter, b *backend) {
 		w.set(sec, name, "option abortonclose", &types.SimpleOption{})
 	}
 	if f.CheckHTTP.Path != "" {
-		w.set(sec, name, "option httpchk", &types.OptionHttpchk{Method: f.CheckHTTP.Method, URI: f.CheckHTTP.Path})
+		w.set(sec, name, "option httpchk", &types.OptionHttpchk{Method: f.CheckHTTP.Method, URI: f.CheckHTTP.Path, Version: f.CheckHTTP.Version})
+		if f.CheckHTTP.Host != "" {
+			w.insert(sec, name, "http-check", &httpactions.CheckSend{Header: []httpactions.CheckSendHeader{{Name: "Host", Format: f.CheckHTTP.Host}}})
+		}
 	}
 	if f.TimeoutServer > 0 {
 		w.set(sec, name, "timeout server", &types.SimpleTimeout{Value: haproxyDuration(f.TimeoutServer)})

@@ -198,7 +198,7 @@ var peerKeys = []peerKey{
 	// Backend.
 	{name: "load-balance", v110: cis, v3: cis, note: "no `url_param`, `rdp-cookie`, `random(n)`, `uri` options or `hdr(...) use_domain_only`"},
 	{name: "check", v110: cis, v3: cis},
-	{name: "check-http", v110: cis, v3: cis, note: "no HTTP-version form; GET, HEAD and OPTIONS only"},
+	{name: "check-http", v110: cis, v3: cis, note: "GET, HEAD and OPTIONS only; after the HTTP version, only a Host header (sent with `http-check send`)"},
 	{name: "check-interval", v110: cis, v3: cis},
 	{name: "timeout-check", v110: cis, v3: cis},
 	{name: "pod-maxconn", v110: cis, v3: cis, note: "not divided by the number of controllers running"},

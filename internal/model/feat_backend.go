@@ -56,6 +56,9 @@ type BackendFeatures struct {
 type HTTPCheck struct {
 	Method string // GET, HEAD, OPTIONS
 	Path   string // "" = TCP checks only
+	// Version is HTTP/1.0 or HTTP/1.1 when the value names one; Host, the
+	// Host header the peer's "HTTP/1.1\r\nHost:\ NAME" form sends.
+	Version, Host string
 }
 
 // RateLimit is the rate-limit-* settings; Requests 0 means off.
@@ -155,7 +158,7 @@ func backendFeatureSettings() []Setting {
 		// Health and load.
 		backendSetting(Setting{
 			Name: "check-http", Example: "/healthz", Scopes: backendScopes,
-			Doc: "HTTP health check request: a path, or a method (GET, HEAD, OPTIONS) and a path, e.g. \"/healthz\" or \"HEAD /healthz\". A server answering other than 2xx/3xx is taken out until it passes again.",
+			Doc: "HTTP health check request: a path, or a method (GET, HEAD, OPTIONS) and a path, e.g. \"/healthz\" or \"HEAD /healthz\", optionally followed by HTTP/1.0 or HTTP/1.1 and, as the HAProxy Kubernetes Ingress Controller writes it, a Host header: \"HEAD /healthz HTTP/1.1\\r\\nHost:\\ www.example\" (sent with http-check send). A server answering other than 2xx/3xx is taken out until it passes again.",
 		}, httpCheckParser(), func(b *backendDraft, v HTTPCheck) { b.Features.CheckHTTP = v }),
 		backendSetting(Setting{
 			Name: "timeout-check", Example: "5s", Scopes: backendScopes,
@@ -362,14 +365,21 @@ var httpCheckMethods = []string{"GET", "HEAD", "OPTIONS"}
 
 func httpCheckParser() parser[HTTPCheck] {
 	return parser[HTTPCheck]{
-		desc: "[GET|HEAD|OPTIONS ]<path>",
+		desc: "[GET|HEAD|OPTIONS ]<path>[ HTTP/1.0|HTTP/1.1[\\r\\nHost:\\ <host>]]",
 		parse: func(s string) (HTTPCheck, error) {
 			c := HTTPCheck{Method: "GET", Path: s}
-			if m, p, ok := strings.Cut(s, " "); ok {
+			if m, rest, ok := strings.Cut(s, " "); ok {
 				if !slices.Contains(httpCheckMethods, m) {
 					return HTTPCheck{}, fmt.Errorf("method %q not one of %s", m, strings.Join(httpCheckMethods, ", "))
 				}
-				c.Method, c.Path = m, p
+				c.Method, c.Path = m, rest
+				if p, ver, ok := strings.Cut(rest, " "); ok {
+					c.Path = p
+					var err error
+					if c.Version, c.Host, err = httpCheckVersion(ver); err != nil {
+						return HTTPCheck{}, err
+					}
+				}
 			}
 			if err := checkRequestTarget(c.Path); err != nil {
 				return HTTPCheck{}, err
@@ -377,6 +387,32 @@ func httpCheckParser() parser[HTTPCheck] {
 			return c, nil
 		},
 	}
+}
+
+// httpCheckVersion reads the HTTP-version form of check-http: a version,
+// then optionally the one header the peer documents, Host, written as
+// HAProxy's legacy "\r\nHost:\ NAME" (escaped, or as YAML turns it into
+// CR LF and a space). It is rendered with http-check send, not by hiding
+// the header in the version as that legacy form did.
+func httpCheckVersion(v string) (version, host string, err error) {
+	v = strings.NewReplacer(`\r\n`, "\r\n", `\ `, " ").Replace(v)
+	version, hdr, hasHdr := strings.Cut(v, "\r\n")
+	if version != "HTTP/1.0" && version != "HTTP/1.1" {
+		return "", "", fmt.Errorf("version %q is not HTTP/1.0 or HTTP/1.1", version)
+	}
+	if !hasHdr {
+		return version, "", nil
+	}
+	name, value, ok := strings.Cut(hdr, ":")
+	host = strings.TrimSpace(value)
+	if !ok || !strings.EqualFold(name, "Host") || host == "" {
+		return "", "", errors.New(`only a Host header may follow the version ("HTTP/1.1\r\nHost:\ example.com")`)
+	}
+	h, port, hasPort := strings.Cut(host, ":")
+	if checkDNSName(strings.ToLower(h)) != nil || (hasPort && !allDigits(port)) {
+		return "", "", fmt.Errorf("host %q is not a host name", host)
+	}
+	return version, strings.ToLower(host), nil
 }
 
 // checkRequestTarget keeps a health-check path to characters that need no
@@ -624,7 +660,7 @@ func dumpBackendFeatures(w *strings.Builder, b *Backend) {
 		line("deny-all status=%d (fail closed)", f.Deny)
 	}
 	if f.CheckHTTP.Path != "" {
-		line("check-http %s %s", f.CheckHTTP.Method, f.CheckHTTP.Path)
+		line("check-http %s", strings.TrimSpace(strings.Join([]string{f.CheckHTTP.Method, f.CheckHTTP.Path, f.CheckHTTP.Version, f.CheckHTTP.Host}, " ")))
 	}
 	if f.TimeoutServer > 0 {
 		line("timeout-server %s", dur(f.TimeoutServer))

@@ -30,7 +30,7 @@ func TestCIDRListParser(t *testing.T) {
 }
 
 func TestFeatureParsers(t *testing.T) {
-	if c, err := httpCheckParser().parse("HEAD /healthz?x=1"); err != nil || c != (HTTPCheck{"HEAD", "/healthz?x=1"}) {
+	if c, err := httpCheckParser().parse("HEAD /healthz?x=1"); err != nil || c != (HTTPCheck{Method: "HEAD", Path: "/healthz?x=1"}) {
 		t.Errorf("check-http: %+v %v", c, err)
 	}
 	for _, bad := range []string{"healthz", "/a b", "POST /x", "/x#y", "/${X}", `/"`, "/a\\b", "/%41"} {
@@ -77,7 +77,7 @@ func TestBackendFeaturesBuild(t *testing.T) {
 	b := backendByName(t, d, "ns_web_80")
 	f := b.Features
 	want := BackendFeatures{
-		CheckHTTP: HTTPCheck{"GET", "/healthz"}, Cookie: "SVC", AllowList: "192.0.2.0/24",
+		CheckHTTP: HTTPCheck{Method: "GET", Path: "/healthz"}, Cookie: "SVC", AllowList: "192.0.2.0/24",
 		AuthRealm: "Protected Content", AuthUsers: Credentials("alice " + hash + "\nbob " + hash),
 		RateLimit: RateLimit{Requests: 100, Period: time.Second, Size: 100000, Status: 429},
 	}

@@ -44,3 +44,18 @@ func IsSendProxyKeyword(s string) bool {
 func IsHTTPCheckMethod(s string) bool {
 	return slices.Contains(httpCheckMethods, s)
 }
+
+// ValidHTTPCheckVersion reports whether version and host are the HTTP
+// version and Host header of a check-http value the model accepts.
+func ValidHTTPCheckVersion(version, host string) bool {
+	switch {
+	case version == "" && host == "":
+		return true
+	case version != "HTTP/1.0" && version != "HTTP/1.1":
+		return false
+	case host == "":
+		return true
+	}
+	v, h, err := httpCheckVersion(version + "\r\nHost: " + host)
+	return err == nil && v == version && h == host
+}
