@@ -196,7 +196,7 @@ var peerKeys = []peerKey{
 	{name: "request-capture-len", v110: ci, v3: ci},
 	{name: "proxy-protocol", v110: c, v3: c},
 	// Backend.
-	{name: "load-balance", v110: cis, v3: cis, note: "no `url_param`, `rdp-cookie`, `random(n)`, `uri` options or `hdr(...) use_domain_only`"},
+	{name: "load-balance", v110: cis, v3: cis, note: "HAProxy 2.6's algorithms and options except `hash` (a sample expression); each word is checked"},
 	{name: "check", v110: cis, v3: cis},
 	{name: "check-http", v110: cis, v3: cis, note: "GET, HEAD and OPTIONS only; after the HTTP version, only a Host header (sent with `http-check send`)"},
 	{name: "check-interval", v110: cis, v3: cis},

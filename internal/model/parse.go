@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,28 +150,107 @@ func validHeaderName(s string) error {
 // balanceAlgorithms are the load-balance values accepted without argument.
 var balanceAlgorithms = []string{"roundrobin", "static-rr", "leastconn", "first", "source", "random", "uri"}
 
-// balanceParser accepts an HAProxy balance algorithm: one of
-// balanceAlgorithms or hdr(<header-name>).
+// balanceParser accepts HAProxy 2.6's balance algorithms with their
+// options, as the HAProxy Kubernetes Ingress Controller passes them on:
+// one of balanceAlgorithms, "uri" [len N] [depth N] [whole] [path-only],
+// "url_param" NAME [check_post], hdr(NAME) [use_domain_only], random(N),
+// rdp-cookie[(NAME)]. Every word is checked, so the value is safe to write
+// as is; it is normalised to single spaces.
 func balanceParser() parser[string] {
 	return parser[string]{
-		desc: strings.Join(balanceAlgorithms, "|") + "|hdr(<header-name>)",
+		desc: "roundrobin|static-rr|leastconn|first|source|random[(N)]|uri [len N] [depth N] [whole] [path-only]|url_param <name> [check_post]|hdr(<header-name>) [use_domain_only]|rdp-cookie[(<name>)]",
 		parse: func(s string) (string, error) {
-			for _, a := range balanceAlgorithms {
-				if s == a {
-					return a, nil
-				}
+			if strings.ContainsAny(s, "\t\r\n") {
+				return "", errors.New("a line break or a tab in the value")
 			}
-			if name, ok := strings.CutPrefix(s, "hdr("); ok {
-				name, ok = strings.CutSuffix(name, ")")
+			if rest, ok := strings.CutPrefix(s, "hdr("); ok {
+				name, opts, ok := strings.Cut(rest, ")")
 				if !ok {
 					return "", errors.New("hdr( without closing parenthesis")
 				}
 				if err := validHeaderName(name); err != nil {
 					return "", err
 				}
-				return s, nil
+				switch o := strings.Fields(opts); {
+				case len(o) == 0:
+					return "hdr(" + name + ")", nil
+				case len(o) == 1 && o[0] == "use_domain_only" && strings.HasPrefix(opts, " "):
+					return "hdr(" + name + ") use_domain_only", nil
+				}
+				return "", errors.New("hdr() takes only use_domain_only")
 			}
-			return "", fmt.Errorf("unknown algorithm (want one of %s or hdr(<header-name>))", strings.Join(balanceAlgorithms, ", "))
+			w := strings.Fields(s)
+			if len(w) == 0 {
+				return "", errors.New("empty")
+			}
+			alg, opts := w[0], w[1:]
+			out := strings.Join(w, " ")
+			switch {
+			case slices.Contains(balanceAlgorithms, alg) && alg != "uri":
+				if len(opts) > 0 {
+					return "", fmt.Errorf("%s takes no option", alg)
+				}
+				return alg, nil
+			case alg == "uri":
+				for i := 0; i < len(opts); i++ {
+					switch opts[i] {
+					case "whole", "path-only":
+					case "len", "depth":
+						if i+1 >= len(opts) || !smallNumber(opts[i+1]) {
+							return "", fmt.Errorf("uri %s wants a number", opts[i])
+						}
+						i++
+					default:
+						return "", fmt.Errorf("uri option %q unknown (want len N, depth N, whole, path-only)", opts[i])
+					}
+				}
+				return out, nil
+			case alg == "url_param":
+				if len(opts) == 0 || !paramName(opts[0]) {
+					return "", errors.New("url_param wants a parameter name ([A-Za-z0-9_.-])")
+				}
+				if len(opts) > 2 || len(opts) == 2 && opts[1] != "check_post" {
+					return "", errors.New("url_param takes only check_post after the name")
+				}
+				return out, nil
+			case strings.HasPrefix(alg, "random(") || strings.HasPrefix(alg, "rdp-cookie"):
+				if len(opts) > 0 {
+					return "", fmt.Errorf("%s takes no option", alg)
+				}
+				if n, ok := strings.CutPrefix(alg, "random("); ok {
+					if n, ok = strings.CutSuffix(n, ")"); !ok || !smallNumber(n) || n == "0" {
+						return "", errors.New("random(N) wants a number of draws from 1")
+					}
+					return alg, nil
+				}
+				if alg == "rdp-cookie" {
+					return alg, nil
+				}
+				if n, ok := strings.CutPrefix(alg, "rdp-cookie("); ok {
+					if n, ok = strings.CutSuffix(n, ")"); ok && paramName(n) {
+						return alg, nil
+					}
+				}
+				return "", errors.New("rdp-cookie wants (<cookie-name>) or nothing")
+			}
+			return "", fmt.Errorf("unknown algorithm (want one of %s, url_param, hdr(<header-name>), random(N) or rdp-cookie)", strings.Join(balanceAlgorithms, ", "))
 		},
 	}
+}
+
+// smallNumber is 1 to 5 digits: a length, a depth, a number of draws.
+func smallNumber(s string) bool { return s != "" && len(s) <= 5 && allDigits(s) }
+
+// paramName is a URL parameter or cookie name HAProxy takes as one word.
+func paramName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
