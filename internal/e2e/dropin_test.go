@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
@@ -26,7 +30,8 @@ var peerExecStart = []string{
 
 // TestPeerCommandLine: the daemon started with the peer's unit and its
 // TCP-services ConfigMap (NS/SVC:PORT and NS/SVC:PORT:ssl) serves an
-// Ingress and both TCP services, and says which flags did nothing.
+// Ingress and both TCP services, publishes the --publish-service address,
+// and says which flags did nothing.
 func TestPeerCommandLine(t *testing.T) {
 	e := newEnv(t)
 	pod := feEchoPod(t, "dropin-0", 137, 10)
@@ -40,16 +45,35 @@ func TestPeerCommandLine(t *testing.T) {
 		strconv.Itoa(secure): e.ns + "/ldap:80:ssl",
 	})
 
+	// The peer's --publish-service: a Service whose load-balancer address
+	// the edge publishes in Ingress status.
+	e.service("front", nil)
+	svcs := e.c.Admin.CoreV1().Services(e.ns)
+	front, err := svcs.Get(context.Background(), "front", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front.Spec.Type = corev1.ServiceTypeLoadBalancer
+	if front, err = svcs.Update(context.Background(), front, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	front.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
+	if _, err := svcs.UpdateStatus(context.Background(), front, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// The unit's flags, then only what this test bed needs instead of the
 	// host's: port 80 (shared machine), the daemon's credentials, the
 	// TCP services ConfigMap of this test's namespace.
 	httpPort := testenv.FreePort(t)
 	args := append(append([]string{}, peerExecStart...),
-		"--http-bind-port="+strconv.Itoa(httpPort), "--configmap-tcp-services="+e.ns+"/tcpservices")
+		"--http-bind-port="+strconv.Itoa(httpPort), "--configmap-tcp-services="+e.ns+"/tcpservices",
+		"--publish-service="+e.ns+"/front")
 	d := e.startDaemon(args...)
 	d.httpPort = httpPort
 
 	d.expect("dropin.test", "/", 200, "dropin-0")
+	e.expectStatus("web", "203.0.113.7", 30*time.Second)
 
 	exchange := func(conn net.Conn) (string, error) {
 		defer conn.Close()
