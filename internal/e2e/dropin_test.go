@@ -17,7 +17,7 @@ import (
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
-// Drop-in tests use pods in 198.18.137.0/24.
+// Drop-in tests use pods in 198.18.137.0/24 and 198.18.138.0/24.
 
 // peerExecStart is the ExecStart line of the HAProxy Kubernetes Ingress
 // Controller's documented --external systemd unit, flags unchanged, with
@@ -128,5 +128,29 @@ func TestPeerCommandLine(t *testing.T) {
 		if !strings.Contains(log, "accepted without effect\" flag="+f+" ") {
 			t.Errorf("no warning for %s", f)
 		}
+	}
+}
+
+// TestPatternFileValue: an Ingress whose allow-list names one of the peer's
+// pattern files gets an Event that says so and fails closed; an Ingress of
+// another Service keeps answering.
+func TestPatternFileValue(t *testing.T) {
+	e := newEnv(t)
+	pods := e.pods("patterns", 138, 2)
+	e.service("guarded", nil, pods[0])
+	e.service("open", nil, pods[1])
+	e.ingress("guarded", map[string]string{"haproxy.org/allow-list": "patterns/office-ips"},
+		rule{host: "guarded.test", path: "/", service: "guarded", port: 80})
+	e.ingress("open", nil, rule{host: "open.test", path: "/", service: "open", port: 80})
+	d := e.startDaemon("--configmap-patternfiles=" + e.ns + "/patterns")
+
+	d.expect("open.test", "/", 200, "patterns-1")
+	d.expect("guarded.test", "/", 403, "")
+	ev := e.event("Ingress", "guarded", "InvalidAnnotation")
+	if !strings.Contains(ev.Message, "pattern files (patterns/<file>") {
+		t.Fatalf("Event %q does not name pattern files", ev.Message)
+	}
+	if !strings.Contains(d.out.String(), "flag=--configmap-patternfiles") {
+		t.Errorf("no warning that --configmap-patternfiles has no effect")
 	}
 }
