@@ -70,6 +70,7 @@ func WatchOptions(c *config.Config) kube.WatchOptions {
 		ConfigMap:          c.ConfigMap,
 		ErrorFiles:         c.ConfigMapErrorFiles,
 		TCPServices:        c.ConfigMapTCPServices,
+		PatternFiles:       c.ConfigMapPatternFiles,
 		NamespaceWhitelist: c.NamespaceWhitelist,
 		NamespaceBlacklist: c.NamespaceBlacklist,
 

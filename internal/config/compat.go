@@ -9,13 +9,13 @@ import (
 // Flags of the HAProxy Kubernetes Ingress Controller (v1.10 and 3.x) that
 // Perimeter accepts so that a unit or manifest written for it starts
 // unchanged. Those that apply are implemented (publish-service,
-// disable-config-snippets, cache-resync-period, pprof); the others are
+// configmap-patternfiles, disable-config-snippets, cache-resync-period,
+// pprof); the others are
 // flag-only and logged at start as having no effect, with why.
 
 // noEffect is every accepted flag that changes nothing here, with the
 // reason the log line and the reference give.
 var noEffect = map[string]string{
-	"configmap-patternfiles":               "pattern files are not supported: a patterns/<file> value of allow-list, deny-list or rate-limit-whitelist is refused with an Event on its object (docs/migration.md)",
 	"t":                                    "the peer's test mode runs echo instead of HAProxy; Perimeter always runs and checks the real HAProxy",
 	"prometheus":                           "the daemon's /metrics is always served on the controller port",
 	"default-backend-port":                 "unmatched requests get HAProxy's built-in 404 (or --default-backend-service); no extra listener is opened",
@@ -50,7 +50,6 @@ type compatFlags struct {
 	test, prometheus, disableQUIC, disableWritingOnlyIfReload bool
 	s6, pebble, gopherd, customOnIngress, disableExternalName bool
 	jobCheckCRD                                               bool
-	patternFiles                                              string
 	defaultBackendPort, localPeerPort, channelSize            int
 	quicBindPort, quicAnnouncePort                            int
 	initialSync                                               time.Duration
@@ -65,7 +64,6 @@ func (c *Config) compatFlagSet(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Version, "v", false, "")
 	fs.BoolVar(&c.Pprof, "p", false, "")
 	fs.BoolVar(&p.test, "t", false, "the peer's test mode")
-	fs.StringVar(&p.patternFiles, "configmap-patternfiles", "", "the peer's ConfigMap of pattern files, NAMESPACE/NAME")
 	fs.BoolVar(&p.prometheus, "prometheus", false, "the peer's switch for the controller's /metrics")
 	fs.IntVar(&p.defaultBackendPort, "default-backend-port", 6061, "the peer's local default backend port")
 	fs.IntVar(&p.localPeerPort, "localpeer-port", 10000, "the peer's HAProxy peers port")
@@ -146,7 +144,7 @@ func FlagSyntax(name string) string {
 const compatTitle = "Accepted from the HAProxy Kubernetes Ingress Controller, without effect"
 
 // compatOrder is the order of the no-effect flags in the reference.
-var compatOrder = []string{"configmap-patternfiles", "t", "prometheus", "default-backend-port", "localpeer-port", "channel-size",
+var compatOrder = []string{"t", "prometheus", "default-backend-port", "localpeer-port", "channel-size",
 	"initial-sync-period", "http-bind-thread", "https-bind-thread", "healthz-bind-thread", "stats-bind-thread",
 	"gateway-controller-name", "disable-quic", "quic-bind-port", "quic-announce-port", "disable-writing-only-if-reload",
 	"with-s6-overlay", "with-pebble", "with-gopherd", "experimental", "custom-validation-rules",

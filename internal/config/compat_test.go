@@ -35,7 +35,7 @@ func TestPeerFlagsAccepted(t *testing.T) {
 		}
 		flags = append(flags, n.Flag)
 	}
-	want := []string{"--channel-size", "--configmap-patternfiles", "--custom-validation-rules", "--default-backend-port", "--disable-quic",
+	want := []string{"--channel-size", "--custom-validation-rules", "--default-backend-port", "--disable-quic",
 		"--disable-service-external-name", "--disable-writing-only-if-reload", "--enable-custom-annotations-on-ingress",
 		"--experimental", "--gateway-controller-name", "--healthz-bind-thread", "--http-bind-thread", "--https-bind-thread",
 		"--initial-sync-period", "--localpeer-port", "--prometheus", "--quic-announce-port", "--quic-bind-port",

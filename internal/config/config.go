@@ -30,6 +30,7 @@ type Config struct {
 	ConfigMap             string
 	ConfigMapErrorFiles   string
 	ConfigMapTCPServices  string
+	ConfigMapPatternFiles string
 	DefaultBackendService string
 	IngressClass          string
 	EmptyIngressClass     bool
@@ -181,6 +182,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.ConfigMapErrorFiles, "configmap-errorfiles", "", "ConfigMap of custom error pages (keys are status codes), NAMESPACE/NAME")
 	fs.StringVar(&c.ConfigMapErrorFiles, "configmap-errorfile", "", "alias of --configmap-errorfiles")
 	fs.StringVar(&c.ConfigMapTCPServices, "configmap-tcp-services", "", "ConfigMap of TCP services (\"PORT\": \"NS/SERVICE:PORT\"), NAMESPACE/NAME")
+	fs.StringVar(&c.ConfigMapPatternFiles, "configmap-patternfiles", "", "ConfigMap of pattern files (keys are file names, values one address or CIDR per line) that allow-list, deny-list and rate-limit-whitelist name as patterns/<file>, NAMESPACE/NAME")
 	fs.StringVar(&c.DefaultBackendService, "default-backend-service", "", "Service answering requests no rule matches, NAMESPACE/NAME (default: a built-in 404)")
 	fs.StringVar(&c.IngressClass, "ingress.class", "", "serve Ingresses of this class (IngressClass controller haproxy.org/ingress-controller/CLASS); empty: Ingresses without a class")
 	fs.BoolVar(&c.EmptyIngressClass, "empty-ingress-class", false, "with --ingress.class, also serve Ingresses without a class")
@@ -295,7 +297,8 @@ func (c *Config) Validate() error {
 	}
 	for _, f := range []struct{ flag, v string }{
 		{"configmap", c.ConfigMap}, {"configmap-errorfiles", c.ConfigMapErrorFiles},
-		{"configmap-tcp-services", c.ConfigMapTCPServices}, {"default-backend-service", c.DefaultBackendService},
+		{"configmap-tcp-services", c.ConfigMapTCPServices}, {"configmap-patternfiles", c.ConfigMapPatternFiles},
+		{"default-backend-service", c.DefaultBackendService},
 		{"default-ssl-certificate", c.DefaultSSLCertificate}, {"publish-service", c.PublishService},
 	} {
 		if f.v == "" {

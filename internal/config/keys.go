@@ -121,7 +121,7 @@ var groups = []struct {
 	keys  []string
 }{
 	{"Cluster and what is served", []string{"kubeconfig", "external", "e", "configmap", "configmap-errorfiles", "configmap-errorfile",
-		"configmap-tcp-services", "ingress.class", "empty-ingress-class", "namespace-whitelist", "namespace-blacklist",
+		"configmap-tcp-services", "configmap-patternfiles", "ingress.class", "empty-ingress-class", "namespace-whitelist", "namespace-blacklist",
 		"default-backend-service", "default-ssl-certificate", "config-snippets", "disable-config-snippets",
 		"allow-cross-namespace-hosts", "cache-resync-period"}},
 	{"HAProxy", []string{"program", "config-dir", "runtime-dir", "http-bind-port", "https-bind-port", "ipv4-bind-address",

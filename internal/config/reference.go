@@ -28,6 +28,7 @@ var examples = map[string]any{
 	"configmap":               "haproxy-controller/haproxy-kubernetes-ingress",
 	"configmap-errorfiles":    "haproxy-controller/errorfiles",
 	"configmap-tcp-services":  "haproxy-controller/tcp-services",
+	"configmap-patternfiles":  "haproxy-controller/patterns",
 	"ingress.class":           "haproxy",
 	"namespace-whitelist":     []string{"team-a", "team-b"},
 	"namespace-blacklist":     []string{"kube-system"},

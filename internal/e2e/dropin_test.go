@@ -131,26 +131,30 @@ func TestPeerCommandLine(t *testing.T) {
 	}
 }
 
-// TestPatternFileValue: an Ingress whose allow-list names one of the peer's
-// pattern files gets an Event that says so and fails closed; an Ingress of
-// another Service keeps answering.
-func TestPatternFileValue(t *testing.T) {
+// TestPatternFiles: allow-lists naming the peer's pattern files
+// (--configmap-patternfiles) admit the file's addresses and follow its
+// changes; a missing file fails closed for its Ingress only, with an Event.
+func TestPatternFiles(t *testing.T) {
 	e := newEnv(t)
-	pods := e.pods("patterns", 138, 2)
-	e.service("guarded", nil, pods[0])
-	e.service("open", nil, pods[1])
-	e.ingress("guarded", map[string]string{"haproxy.org/allow-list": "patterns/office-ips"},
-		rule{host: "guarded.test", path: "/", service: "guarded", port: 80})
-	e.ingress("open", nil, rule{host: "open.test", path: "/", service: "open", port: 80})
+	pods := e.pods("patterns", 138, 3)
+	e.configMap("patterns", map[string]string{"office": "# the edge's own clients\n127.0.0.0/8\n", "elsewhere": "203.0.113.0/24\n"})
+	for i, name := range []string{"office", "elsewhere", "missing"} {
+		e.service(name, nil, pods[i])
+		e.ingress(name, map[string]string{"haproxy.org/allow-list": "patterns/" + name},
+			rule{host: name + ".test", path: "/", service: name, port: 80})
+	}
 	d := e.startDaemon("--configmap-patternfiles=" + e.ns + "/patterns")
 
-	d.expect("open.test", "/", 200, "patterns-1")
-	d.expect("guarded.test", "/", 403, "")
-	ev := e.event("Ingress", "guarded", "InvalidAnnotation")
-	if !strings.Contains(ev.Message, "pattern files (patterns/<file>") {
-		t.Fatalf("Event %q does not name pattern files", ev.Message)
+	d.expect("office.test", "/", 200, "patterns-0")
+	d.expect("elsewhere.test", "/", 403, "")
+	d.expect("missing.test", "/", 403, "")
+	ev := e.event("Ingress", "missing", "InvalidAnnotation")
+	if !strings.Contains(ev.Message, `pattern file "missing" is not a key of ConfigMap `+e.ns+"/patterns") {
+		t.Fatalf("Event %q does not name the missing pattern file", ev.Message)
 	}
-	if !strings.Contains(d.out.String(), "flag=--configmap-patternfiles") {
-		t.Errorf("no warning that --configmap-patternfiles has no effect")
-	}
+
+	// The file changes: the list follows.
+	e.configMap("patterns", map[string]string{"office": "203.0.113.0/24\n", "elsewhere": "127.0.0.1\n"})
+	d.expect("office.test", "/", 403, "")
+	d.expect("elsewhere.test", "/", 200, "patterns-1")
 }

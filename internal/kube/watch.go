@@ -26,8 +26,9 @@ import (
 
 // WatchOptions select what the Watcher caches.
 type WatchOptions struct {
-	// ConfigMap, ErrorFiles and TCPServices are NAMESPACE/NAME or empty.
-	ConfigMap, ErrorFiles, TCPServices string
+	// ConfigMap, ErrorFiles, TCPServices and PatternFiles are
+	// NAMESPACE/NAME or empty.
+	ConfigMap, ErrorFiles, TCPServices, PatternFiles string
 	// NamespaceWhitelist limits the namespaced informers to these namespaces;
 	// NamespaceBlacklist drops objects of these namespaces from snapshots.
 	NamespaceWhitelist []string
@@ -136,7 +137,7 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 	}
 	w.classes = informers.NewSharedInformerFactoryWithOptions(cs, opts.Resync, strip)
 	w.ingClass = w.notify(w.classes.Networking().V1().IngressClasses().Informer())
-	for _, name := range []string{opts.ConfigMap, opts.ErrorFiles, opts.TCPServices} {
+	for _, name := range []string{opts.ConfigMap, opts.ErrorFiles, opts.TCPServices, opts.PatternFiles} {
 		if name == "" || w.configMaps[name] != nil {
 			continue
 		}
@@ -344,7 +345,7 @@ func (w *Watcher) WatchSecrets(refs []string) (changed bool) {
 func (w *Watcher) selectSecrets(refs []string) (want map[string]bool, refused map[string]string) {
 	want = map[string]bool{}
 	operator := map[string]bool{}
-	for _, name := range []string{w.opts.ConfigMap, w.opts.ErrorFiles, w.opts.TCPServices, w.opts.DefaultSSLCertificate} {
+	for _, name := range []string{w.opts.ConfigMap, w.opts.ErrorFiles, w.opts.TCPServices, w.opts.PatternFiles, w.opts.DefaultSSLCertificate} {
 		if ns, _, ok := strings.Cut(name, "/"); ok {
 			operator[ns] = true
 		}
@@ -489,6 +490,7 @@ func (w *Watcher) Snapshot() *model.Snapshot {
 	s.ConfigMap = cm(w.opts.ConfigMap)
 	s.ErrorFiles = cm(w.opts.ErrorFiles)
 	s.TCPServices = cm(w.opts.TCPServices)
+	s.PatternFiles = cm(w.opts.PatternFiles)
 	w.mu.Lock()
 	if len(w.refused) > 0 {
 		s.RefusedSecrets = maps.Clone(w.refused)

@@ -192,11 +192,11 @@ func backendFeatureSettings() []Setting {
 		// Access control.
 		guardedSetting(Setting{
 			Name: "allow-list", Example: "10.0.0.0/8, 2001:db8::/32", Aliases: []string{"whitelist"}, Scopes: backendScopes,
-			Doc: "Only clients from these networks are served; others get 403. Invalid: every request gets 403.",
+			Doc: "Only clients from these networks are served; others get 403. patterns/<file> names a key of --configmap-patternfiles instead, one address or CIDR per line. Invalid (a missing file too): every request gets 403.",
 		}, denyForbidden, cidrListParser(), func(b *backendDraft, v CIDRList) { b.Features.AllowList = v }),
 		guardedSetting(Setting{
 			Name: "deny-list", Example: "203.0.113.0/24", Aliases: []string{"blacklist"}, Scopes: backendScopes,
-			Doc: "Clients from these networks get 403. Invalid: every request gets 403.",
+			Doc: "Clients from these networks get 403. patterns/<file> names a key of --configmap-patternfiles instead, one address or CIDR per line. Invalid (a missing file too): every request gets 403.",
 		}, denyForbidden, cidrListParser(), func(b *backendDraft, v CIDRList) { b.Features.DenyList = v }),
 
 		// Authentication.
@@ -232,7 +232,7 @@ func backendFeatureSettings() []Setting {
 		}, denyUnavailable, statusParser(), func(b *backendDraft, v int) { b.Features.RateLimit.Status = v }),
 		guardedSetting(Setting{
 			Name: "rate-limit-whitelist", Example: "10.0.0.0/8", Scopes: backendScopes,
-			Doc: "Client networks never rate limited. Invalid: every request gets 503.",
+			Doc: "Client networks never rate limited. patterns/<file> names a key of --configmap-patternfiles instead, one address or CIDR per line. Invalid (a missing file too): every request gets 503.",
 		}, denyUnavailable, cidrListParser(), func(b *backendDraft, v CIDRList) { b.Features.RateLimit.Whitelist = v }),
 
 		// Frontend: PROXY protocol accepted from these sources.
@@ -319,9 +319,9 @@ func cidrListParser() parser[CIDRList] {
 		desc: "list of IP addresses or CIDRs (IPv4, IPv6) separated by commas or spaces",
 		parse: func(s string) (CIDRList, error) {
 			if strings.HasPrefix(strings.TrimSpace(s), "patterns/") {
-				// The peer's --configmap-patternfiles: say so, rather than
-				// "not a CIDR", so the fix is obvious from the Event.
-				return "", errors.New("pattern files (patterns/<file>, the peer's --configmap-patternfiles) are not supported: list the addresses in the value")
+				// checkValue expands pattern files for the settings that
+				// take them; anywhere else, say so rather than "not a CIDR".
+				return "", errors.New("pattern files (patterns/<file>) are read only by allow-list, deny-list and rate-limit-whitelist")
 			}
 			fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
 			if len(fields) == 0 {

@@ -26,7 +26,7 @@ func (b *builder) configMap() {
 					continue
 				}
 				raw = strings.TrimSpace(raw)
-				err := s.check(raw)
+				value, err := b.checkValue(s, raw)
 				if err != nil {
 					b.problem(ref, ReasonInvalidConfigMapKey, "key %s=%q: %v; %s", key, raw, err, fallbackNote(s, ScopeConfigMap))
 				}
@@ -34,7 +34,7 @@ func (b *builder) configMap() {
 					if b.cmValues == nil {
 						b.cmValues = values{}
 					}
-					b.cmValues[i] = raw
+					b.cmValues[i] = value
 				}
 				break
 			}
@@ -93,7 +93,7 @@ func (b *builder) annotationValues(ref ObjectRef, ann map[string]string, scope S
 				continue
 			}
 			raw = strings.TrimSpace(raw)
-			err := s.check(raw)
+			value, err := b.checkValue(s, raw)
 			if err != nil && strings.HasPrefix(key, LegacyPrefix) {
 				// Other controllers (ingress-nginx before 0.9, haproxy-ingress)
 				// read this prefix too, with other values for the same names:
@@ -106,16 +106,16 @@ func (b *builder) annotationValues(ref ObjectRef, ann map[string]string, scope S
 			if err != nil {
 				b.problem(ref, ReasonInvalidAnnotation, "annotation %s=%q: %v; %s", key, raw, err, fallbackNote(s, scope))
 			} else if s.tenant != nil {
-				if terr := s.tenant.check(raw, ref.Namespace); terr != nil {
+				if terr := s.tenant.check(value, ref.Namespace); terr != nil {
 					b.problem(ref, s.tenant.reason, "annotation %s=%q: %v; %s", key, raw, terr, fallbackNote(s, scope))
-					err, raw = terr, refusedValue
+					err, value = terr, refusedValue
 				}
 			}
 			if err == nil || s.failClosed != 0 {
 				if v == nil {
 					v = values{}
 				}
-				v[i] = raw
+				v[i] = value
 			}
 			break
 		}

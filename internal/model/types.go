@@ -35,6 +35,9 @@ type Snapshot struct {
 	// ErrorFiles is --configmap-errorfiles; TCPServices is --configmap-tcp-services.
 	ErrorFiles  *corev1.ConfigMap
 	TCPServices *corev1.ConfigMap
+	// PatternFiles is --configmap-patternfiles: its keys are the files a
+	// "patterns/<file>" address list names.
+	PatternFiles *corev1.ConfigMap
 }
 
 // Options are the daemon flags that change what the model produces.
