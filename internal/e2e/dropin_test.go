@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
-// Drop-in tests use pods in 198.18.137.0/24 and 198.18.138.0/24.
+// Drop-in tests use pods in 198.18.137.0/24 to 198.18.139.0/24.
 
 // peerExecStart is the ExecStart line of the HAProxy Kubernetes Ingress
 // Controller's documented --external systemd unit, flags unchanged, with
@@ -157,4 +158,74 @@ func TestPatternFiles(t *testing.T) {
 	e.configMap("patterns", map[string]string{"office": "203.0.113.0/24\n", "elsewhere": "127.0.0.1\n"})
 	d.expect("office.test", "/", 403, "")
 	d.expect("elsewhere.test", "/", 200, "patterns-1")
+}
+
+// TestPeerBackendForms: check-http in the peer's HTTP-version form sends
+// its Host header (a pod healthy only for that Host stays in), and
+// load-balance takes HAProxy's options (url_param: one user, one pod).
+func TestPeerBackendForms(t *testing.T) {
+	e := newEnv(t)
+	pod := func(name string, host int, healthyHost string) *testenv.Pod {
+		return testenv.StartPod(t, testenv.PodOptions{Name: name, IP: fmt.Sprintf("198.18.139.%d", host),
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/healthz" && healthyHost != "" && r.Host != healthyHost {
+					http.Error(w, "wrong Host "+r.Host, http.StatusServiceUnavailable)
+					return
+				}
+				w.Header().Set("X-Pod", name)
+				_, _ = io.WriteString(w, name)
+			})})
+	}
+	picky, easy := pod("picky", 10, "health.example"), pod("easy", 11, "")
+	e.service("app", map[string]string{
+		"haproxy.org/check-http":     `HEAD /healthz HTTP/1.1\r\nHost:\ health.example`,
+		"haproxy.org/check-interval": "200ms",
+	}, picky, easy)
+	e.ingress("app", nil, rule{host: "forms.test", path: "/", service: "app"})
+	d := e.startDaemon()
+
+	both := "easy,picky"
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := strings.Join(d.answering("forms.test", "/", 10), ","); got != both {
+			return fmt.Errorf("answering %s, want %s", got, both)
+		}
+		return nil
+	})
+	if cfg := d.config(); !strings.Contains(cfg, "option httpchk HEAD /healthz HTTP/1.1\n") || !strings.Contains(cfg, "http-check send hdr Host health.example\n") {
+		t.Fatalf("haproxy.cfg lacks the version form:\n%s", cfg)
+	}
+	// Another Host: the picky pod fails its check and is taken out.
+	e.annotate("Service", "app", map[string]string{"haproxy.org/check-http": `HEAD /healthz HTTP/1.1\r\nHost:\ other.example`})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := strings.Join(d.answering("forms.test", "/", 10), ","); got != "easy" {
+			return fmt.Errorf("answering %s, want only easy (picky sees Host other.example)", got)
+		}
+		return nil
+	})
+
+	// Back to the Host the picky pod wants, and url_param.
+	e.annotate("Service", "app", map[string]string{"haproxy.org/check-http": `GET /healthz HTTP/1.0\r\nHost:\ health.example`,
+		"haproxy.org/load-balance": "url_param user"})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(d.config(), "balance url_param user\n") {
+			return fmt.Errorf("balance url_param not rendered yet")
+		}
+		if got := strings.Join(d.answering("forms.test", "/", 10), ","); got != both {
+			return fmt.Errorf("answering %s, want %s", got, both)
+		}
+		for _, user := range []string{"alice", "bob", "carol", "dave"} {
+			seen := map[string]bool{}
+			for i := 0; i < 6; i++ {
+				r, err := d.get("forms.test", "/?user="+user)
+				if err != nil || r.status != 200 {
+					return fmt.Errorf("user %s: %v %d", user, err, r.status)
+				}
+				seen[r.header.Get("X-Pod")] = true
+			}
+			if len(seen) != 1 {
+				return fmt.Errorf("user %s answered by %v, want one pod", user, seen)
+			}
+		}
+		return nil
+	})
 }
