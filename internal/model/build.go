@@ -65,12 +65,16 @@ type values map[int]string
 
 // backendState gathers what a backend needs before it is finished.
 type backendState struct {
-	name      string
+	name string
+	// base is the name of the Service port's backend, name without the
+	// variant suffix (variants.go).
+	base      string
 	namespace string
 	service   string
 	port      networkingv1.ServiceBackendPort
-	// users are the Ingresses routing to the backend, oldest first; their
-	// annotations give its Ingress-scope settings.
+	// users are the Ingresses routing to the backend, oldest first. They
+	// all ask for the same Ingress-scope settings (variants.go): the first
+	// one's annotations give them.
 	users []*networkingv1.Ingress
 	// fromFlag marks the --default-backend-service backend.
 	fromFlag bool
@@ -99,7 +103,12 @@ type builder struct {
 	svcValues map[*corev1.Service]values
 
 	backends map[string]*backendState
-	claims   map[routeKey]claim
+	// variants finds a backend by Service port and Ingress-scope settings
+	// (variants.go).
+	variants map[variantID]*backendState
+	// variantKeys caches variantKey by Ingress and Service.
+	variantKeys map[ingService]string
+	claims      map[routeKey]claim
 	// hostOwners is the namespace of the oldest Ingress routing each host
 	// (wildcards included, "" never).
 	hostOwners map[string]string
@@ -125,6 +134,7 @@ func newBuilder(s *Snapshot, o Options) *builder {
 		ingValues: map[*networkingv1.Ingress]values{},
 		svcValues: map[*corev1.Service]values{},
 		backends:  make(map[string]*backendState, len(s.Ingresses)),
+		variants:  make(map[variantID]*backendState, len(s.Ingresses)),
 		claims:    make(map[routeKey]claim, len(s.Ingresses)),
 
 		hostOwners: map[string]string{},
@@ -251,7 +261,7 @@ func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 			if _, ok := b.hostOwners[rule.Host]; !ok && rule.Host != "" {
 				b.hostOwners[rule.Host] = ing.Namespace
 			}
-			b.useBackend(name, ing.Namespace, p.Backend.Service.Name, port, ing)
+			name = b.useBackend(name, ing.Namespace, p.Backend.Service.Name, port, ing).name
 			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: rule.Host, Path: path, PathType: typ, Backend: name})
 		}
 	}
@@ -296,12 +306,15 @@ func validBackendName(parts ...string) bool {
 }
 
 // useBackend registers that ing (nil for the flag's default backend) routes
-// to the backend.
-func (b *builder) useBackend(name, ns, svc string, port networkingv1.ServiceBackendPort, ing *networkingv1.Ingress) *backendState {
-	st := b.backends[name]
+// to the Service port whose backend is named base, and returns the backend
+// variant that serves ing with its own Ingress-scope settings.
+func (b *builder) useBackend(base, ns, svc string, port networkingv1.ServiceBackendPort, ing *networkingv1.Ingress) *backendState {
+	id := variantID{base: base, key: b.variantKey(ns, svc, ing)}
+	st := b.variants[id]
 	if st == nil {
-		st = &backendState{name: name, namespace: ns, service: svc, port: port}
-		b.backends[name] = st
+		st = &backendState{name: b.variantName(id), base: base, namespace: ns, service: svc, port: port}
+		b.backends[st.name] = st
+		b.variants[id] = st
 	}
 	// Ingresses are processed one at a time, oldest first, so a repeat is
 	// always the last one added.
@@ -335,12 +348,12 @@ func (b *builder) defaultBackend(ings []*networkingv1.Ingress) {
 			continue
 		}
 		nsWinner[ing.Namespace] = ing
-		b.nsDefaults[ing.Namespace] = name
 		if b.d.NamespaceDefaults == nil {
 			b.d.NamespaceDefaults = map[string]ObjectRef{}
 		}
 		b.d.NamespaceDefaults[ing.Namespace] = ref
-		b.useBackend(name, ing.Namespace, db.Service.Name, port, ing)
+		name = b.useBackend(name, ing.Namespace, db.Service.Name, port, ing).name
+		b.nsDefaults[ing.Namespace] = name
 		if b.o.DefaultBackendService != "" {
 			continue
 		}
@@ -379,7 +392,7 @@ func (b *builder) defaultBackend(ings []*networkingv1.Ingress) {
 	bname := ns + "_" + name + "_" + strconv.Itoa(int(sp.Port))
 	st := b.useBackend(bname, ns, name, port, nil)
 	st.fromFlag = true
-	b.d.DefaultBackend = bname
+	b.d.DefaultBackend = st.name
 }
 
 func isTCP(p corev1.Protocol) bool { return p == "" || p == corev1.ProtocolTCP }

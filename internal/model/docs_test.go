@@ -31,8 +31,9 @@ func annotationsTable() string {
 Every key below is a key of the controller ConfigMap (` + "`--configmap`" + `) and, where its
 scope says so, an annotation on an Ingress or a Service with one of the prefixes
 ` + prefixList() + `; the keys the HAProxy Kubernetes Ingress Controller lacks take the prefix
-` + "`" + ExtensionPrefix + "`" + ` alone. Precedence: Service, then Ingress (the oldest Ingress routing to the
-backend that sets a valid value), then ConfigMap, then the default. An invalid value
+` + "`" + ExtensionPrefix + "`" + ` alone. Precedence: Service, then Ingress, then ConfigMap, then the default. An Ingress's
+annotations apply to the routes of that Ingress only: Ingresses sharing a Service port
+with different settings get separate backends (see features.md). An invalid value
 is reported as an Event naming the object, the key, the value and why; the next scope
 or the default applies instead.
 
@@ -124,8 +125,8 @@ An Ingress annotated ` + "`" + ExtensionPrefix + "canary-service: NAME`" + ` sen
 (0..100, default 0) of the requests each of its rules routes to that Service of its namespace, on the
 rule's port or ` + "`" + ExtensionPrefix + "canary-service-port`" + `. The split is per request (no stickiness). The canary
 backend takes the same Ingress-scope settings as the rule's backend and its own Service's annotations.
-The split applies to the rule's backend (Service port): another Ingress routing to the same Service
-port is split too and gets a CanaryShared Event. A weight change goes out through the Runtime API;
+The split applies to the rule's backend (Service port and variant): another Ingress routing to the
+same Service port with the same settings is split too and gets a CanaryShared Event. A weight change goes out through the Runtime API;
 naming a new canary Service adds its backend (one reload).
 `
 

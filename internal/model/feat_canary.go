@@ -169,7 +169,7 @@ func (b *builder) canaries(ings []*networkingv1.Ingress) {
 			port = st.port
 		}
 		cname := st.namespace + "_" + win.service + "_" + portString(port)
-		if cname == name {
+		if cname == st.base {
 			b.problem(ingressRef(win.ing), ReasonInvalidCanary, "canary-service %s port %s is the rule's own backend %s: ignored", win.service, portString(port), name)
 			continue
 		}
@@ -184,7 +184,9 @@ func (b *builder) canaries(ings []*networkingv1.Ingress) {
 					name, win.ing.Namespace, win.ing.Name, win.weight, cname)
 			}
 		}
-		cst := b.useBackend(cname, st.namespace, win.service, port, nil)
+		// The canary variant with the settings of the main backend's
+		// Ingresses.
+		cst := b.useBackend(cname, st.namespace, win.service, port, st.users[0])
 		// The canary serves the main backend's requests: it takes the
 		// Ingress-scope settings of the same Ingresses (authentication,
 		// allow-lists...), so the split never bypasses them.
@@ -194,7 +196,7 @@ func (b *builder) canaries(ings []*networkingv1.Ingress) {
 			}
 		}
 		slices.SortFunc(cst.users, olderIngress)
-		backend[name] = cname
+		backend[name] = cst.name
 		weight[name] = strconv.Itoa(win.weight)
 	}
 	if len(backend) > 0 {

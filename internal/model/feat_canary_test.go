@@ -134,11 +134,21 @@ func TestCanary(t *testing.T) {
 // split never bypasses an older Ingress's access control.
 func TestCanaryInheritsIngressSettings(t *testing.T) {
 	d := Build(canarySnapshot(
-		webIngress("a", 0, "haproxy.org/allow-list=198.51.100.0/24", "haproxy.org/load-balance=leastconn"),
-		webIngress("b", 1, ExtensionPrefix+"canary-service=web-canary", ExtensionPrefix+"canary-weight=50"),
+		webIngress("a", 0, "haproxy.org/allow-list=198.51.100.0/24", "haproxy.org/load-balance=leastconn",
+			ExtensionPrefix+"canary-service=web-canary", ExtensionPrefix+"canary-weight=50"),
+		webIngress("b", 1),
 	), Options{})
 	main, c := backendByName(t, d, "ns_web_80"), backendByName(t, d, "ns_web-canary_80")
 	if c.Balance != "leastconn" || c.Features.AllowList != main.Features.AllowList || main.Features.AllowList == "" {
 		t.Fatalf("canary backend balance %q allow-list %q; main %q %q", c.Balance, c.Features.AllowList, main.Balance, main.Features.AllowList)
+	}
+	// b asks for other settings: its own variant, which a's canary does
+	// not split.
+	r, ok := Match(d, "b.example", "/")
+	if !ok || r.Backend == "ns_web_80" {
+		t.Fatalf("b routes to %q, want its own variant", r.Backend)
+	}
+	if cb, _, ok := Canary(d, r.Backend); ok {
+		t.Errorf("b's backend %s has canary %s", r.Backend, cb)
 	}
 }

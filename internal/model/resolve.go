@@ -57,7 +57,10 @@ func (b *builder) configMap() {
 
 // fallbackNote says what applies instead of a rejected value.
 func fallbackNote(s *Setting, scope Scope) string {
-	if s.failClosed != 0 {
+	switch {
+	case s.failClosed != 0 && scope == ScopeIngress:
+		return "the routes of this Ingress answer " + strconv.Itoa(s.failClosed) + " to every request until it is fixed (fail closed); other Ingresses of the Service are not affected"
+	case s.failClosed != 0:
 		return "the backend answers " + strconv.Itoa(s.failClosed) + " to every request until it is fixed (fail closed)"
 	}
 	lower := strings.ReplaceAll((s.Scopes & (scope - 1)).String(), ",", " or ")
@@ -208,10 +211,10 @@ func (b *builder) serviceSettings(svc *corev1.Service) values {
 }
 
 // applyBackendSettings resolves every backend setting by scope: Service,
-// then the oldest Ingress that sets a valid value, then the ConfigMap, then
-// the default. A global setting that an Ingress or a Service may override
-// for its backend takes only those scopes here: its ConfigMap value and
-// default are the defaults section's.
+// then the backend's Ingresses (which all ask for the same, variants.go),
+// then the ConfigMap, then the default. A global setting that an Ingress or
+// a Service may override for its backend takes only those scopes here: its
+// ConfigMap value and default are the defaults section's.
 func (b *builder) applyBackendSettings(d *backendDraft, st *backendState, svc *corev1.Service) {
 	var svcVals values
 	if svc != nil {
@@ -226,8 +229,8 @@ func (b *builder) applyBackendSettings(d *backendDraft, st *backendState, svc *c
 		if s.Scopes&ScopeService != 0 {
 			raw, ok = svcVals[i]
 		}
-		if !ok && s.Scopes&ScopeIngress != 0 {
-			raw, ok = b.ingressValue(i, st)
+		if !ok && s.Scopes&ScopeIngress != 0 && len(st.users) > 0 {
+			raw, ok = b.ingValues[st.users[0]][i]
 		}
 		if !ok && s.Target == TargetBackend {
 			raw, ok = b.cmValues[i]
@@ -262,29 +265,6 @@ func (b *builder) origin(i int, be *Backend) ObjectRef {
 		return ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}
 	}
 	return serviceRef(be.Namespace, be.Service)
-}
-
-// ingressValue is the value of setting i from the oldest Ingress routing to
-// the backend that sets it; younger Ingresses that disagree are told so.
-func (b *builder) ingressValue(i int, st *backendState) (string, bool) {
-	var winner *networkingv1.Ingress
-	var raw string
-	for _, ing := range st.users {
-		v, ok := b.ingValues[ing][i]
-		if !ok {
-			continue
-		}
-		if winner == nil {
-			winner, raw = ing, v
-			continue
-		}
-		if v != raw {
-			b.problem(ingressRef(ing), ReasonAnnotationConflict,
-				"%s %q ignored for backend %s: older Ingress %s/%s sets %q",
-				settings[i].Name, v, st.name, winner.Namespace, winner.Name, raw)
-		}
-	}
-	return raw, winner != nil
 }
 
 // DefaultGlobal is Global with the defaults of the settings table: what

@@ -133,14 +133,14 @@ func TestBackendSettingScopes(t *testing.T) {
 				"ConfigMap haproxy-controller/haproxy-kubernetes-ingress InvalidConfigMapKey"},
 		},
 		{
-			name: "two Ingresses disagree: the oldest wins",
+			name: "two Ingresses disagree: the oldest keeps its own settings",
 			ings: []*networkingv1.Ingress{
 				webIngress("young", 9, "haproxy.org/load-balance=leastconn", "haproxy.org/check-interval=3s"),
 				webIngress("old", 1, "haproxy.org/load-balance=source"),
 			},
-			// check-interval only on the young one: it applies.
-			balance: "source", check: true, ff: true, interval: 3 * time.Second,
-			problems: []string{"Ingress ns/young AnnotationConflict"},
+			// The young one gets a variant of its own (TestVariants):
+			// nothing of it reaches the old one's backend.
+			balance: "source", check: true, ff: true,
 		},
 		{
 			name: "two Ingresses agree: no conflict",
@@ -151,12 +151,12 @@ func TestBackendSettingScopes(t *testing.T) {
 			balance: "source", check: true, ff: true,
 		},
 		{
-			name: "an invalid value on the oldest does not hide a valid younger one",
+			name: "an invalid value on the oldest is dropped, not taken from a younger one",
 			ings: []*networkingv1.Ingress{
 				webIngress("young", 9, "haproxy.org/load-balance=leastconn"),
 				webIngress("old", 1, "haproxy.org/load-balance=nope"),
 			},
-			balance: "leastconn", check: true, ff: true,
+			balance: "roundrobin", check: true, ff: true,
 			problems: []string{"Ingress ns/old InvalidAnnotation"},
 		},
 		{
