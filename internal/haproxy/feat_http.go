@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -105,10 +106,11 @@ func httpRules(h model.HTTPRules) (string, error) {
 		add("http-request set-header Host %s", quoteArg(literalFormat(h.SetHost)))
 	}
 	for _, x := range h.RequestHeaders {
-		if !safeToken(x.Name) || !lineSafe(x.Value) {
-			return "", fmt.Errorf("request header %q is not valid", x.Name)
+		v, err := headerFormat(x, model.SampleRequest)
+		if err != nil {
+			return "", fmt.Errorf("request header %q is not valid: %v", x.Name, err)
 		}
-		add("http-request set-header %s %s", x.Name, quoteArg(literalFormat(x.Value)))
+		add("http-request set-header %s %s", x.Name, quoteArg(v))
 	}
 	switch {
 	case h.RewriteTo != "" && h.RewriteRegex != "":
@@ -120,13 +122,30 @@ func httpRules(h model.HTTPRules) (string, error) {
 		add("http-request capture %s id %d", c, i)
 	}
 	for _, x := range h.ResponseHeaders {
-		if !safeToken(x.Name) || !lineSafe(x.Value) {
-			return "", fmt.Errorf("response header %q is not valid", x.Name)
+		v, err := headerFormat(x, model.SampleResponse)
+		if err != nil {
+			return "", fmt.Errorf("response header %q is not valid: %v", x.Name, err)
 		}
-		add("http-response set-header %s %s", x.Name, quoteArg(literalFormat(x.Value)))
+		add("http-response set-header %s %s", x.Name, quoteArg(v))
 	}
 	lines = append(lines, corsResponse...)
 	return strings.Join(lines, "\n"), nil
+}
+
+// headerFormat is the log-format string of a header value: the model's
+// Format (literal text and allow-listed %[...] expressions), checked once
+// more, or the literal Value.
+func headerFormat(x model.Header, ctx model.SampleContext) (string, error) {
+	if !safeToken(x.Name) || !lineSafe(x.Value) || !lineSafe(x.Format) {
+		return "", errors.New("name or value not safe in haproxy.cfg")
+	}
+	if x.Format == "" {
+		return literalFormat(x.Value), nil
+	}
+	if err := model.CheckHeaderFormat(x.Format, ctx); err != nil {
+		return "", err
+	}
+	return x.Format, nil
 }
 
 // corsHeaders are the CORS response headers as name, value (a log-format

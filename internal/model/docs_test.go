@@ -71,6 +71,37 @@ needs a reload (reload, hitless).
 			key, strings.ReplaceAll(s.Scopes.String(), ",", ", "), cell(s.Type), code(s.Default), code(settingExample(s)), applied, cell(doc))
 	}
 	b.WriteString(annotationsNotes)
+	b.WriteString(sampleDoc())
+	return b.String()
+}
+
+// sampleDoc lists the allowed fetches and converters (sample.go).
+func sampleDoc() string {
+	var b strings.Builder
+	b.WriteString(`
+## Sample expressions
+
+An expression is a fetch, optionally followed by converters: ` + "`fetch[(args)][,converter[(args)]]...`" + `, at
+most 256 characters and 8 converters; arguments are names, integers or single separator characters. Only the
+fetches and converters below are accepted: they read the request or response the expression runs in and
+its connection, and nothing of the HAProxy process, of other backends or of other tenants (no ` + "`env`" + `,
+` + "`hostname`" + `, ` + "`var`" + `, stick tables, ` + "`be_*`" + `, Lua, ` + "`debug`" + `). Anything else is refused with an
+InvalidAnnotation Event and the annotation is ignored.
+
+`)
+	names := func(list []sampleFunc, ctx SampleContext) string {
+		var out []string
+		for _, f := range list {
+			if f.ctx == ctx || ctx == 0 {
+				out = append(out, "`"+f.example+"`")
+			}
+		}
+		return strings.Join(out, ", ")
+	}
+	fmt.Fprintf(&b, "- Fetches of the request (`request-capture`, `request-set-header`): %s.\n", names(sampleFetches, SampleRequest))
+	fmt.Fprintf(&b, "- Fetches of the response (`response-set-header`): %s.\n", names(sampleFetches, SampleResponse))
+	fmt.Fprintf(&b, "- Fetches of both: %s.\n", names(sampleFetches, sampleBoth))
+	fmt.Fprintf(&b, "- Converters: %s.\n", names(sampleConverters, 0))
 	return b.String()
 }
 
@@ -78,8 +109,11 @@ needs a reload (reload, hitless).
 const annotationsNotes = `
 ## Values
 
-- Header values (` + "`request-set-header`, `response-set-header`, `set-host`" + `) and redirect targets are
-  sent literally: quotes, ` + "`#`" + ` and ` + "`%`" + ` are kept as written (` + "`%[...]`" + ` is not evaluated).
+- ` + "`set-host`" + ` and redirect targets are sent literally: quotes, ` + "`#`" + ` and ` + "`%`" + ` are kept as written.
+- Header values (` + "`request-set-header`, `response-set-header`" + `) are literal too, except ` + "`%[...]`" + `, a sample
+  expression HAProxy evaluates (as the HAProxy Kubernetes Ingress Controller does), and ` + "`%%`" + `, a literal
+  ` + "`%`" + `. Sample expressions there and in ` + "`request-capture`" + ` may use only the fetches and converters
+  listed under [Sample expressions](#sample-expressions).
 - ` + "`path-rewrite`" + ` regexes are checked with Go's RE2 before HAProxy (PCRE2) gets them; a regex
   that only PCRE2 accepts is refused. The query string is kept.
 - ` + "`cors-allow-origin`" + `: a matching request Origin is echoed (with ` + "`Vary: Origin`" + `); ` + "`*`" + ` answers ` + "`*`" + `.

@@ -45,6 +45,10 @@ type HTTPRules struct {
 // characters.
 type Header struct {
 	Name, Value string
+	// Format is Value as an HAProxy log-format string: literal text with
+	// '%' doubled, and the %[...] sample expressions of Value, each one
+	// from the allow-list (sample.go).
+	Format string
 }
 
 // CORS is the cors-* settings of a backend.
@@ -93,15 +97,15 @@ func frontendFeatureSettings() []Setting {
 		}, hostPortParser(), func(b *backendDraft, v string) { b.HTTP.SetHost = v }),
 		backendSetting(Setting{
 			Name: "request-set-header", Scopes: ingScopes, Example: "Ingress-ID abcd123",
-			Doc: "Headers set on requests to the pods: one \"Name value\" per line; the value is literal (% is not interpreted).",
-		}, headerLinesParser(), func(b *backendDraft, v []Header) { b.HTTP.RequestHeaders = v }),
+			Doc: "Headers set on requests to the pods: one \"Name value\" per line. The value is literal except %[...], a sample expression evaluated per request (e.g. %[src] or %[req.hdr(host),lower]; only the fetches and converters listed below), and %%, a literal %.",
+		}, headerLinesParser(SampleRequest), func(b *backendDraft, v []Header) { b.HTTP.RequestHeaders = v }),
 		backendSetting(Setting{
 			Name: "response-set-header", Scopes: ingScopes, Example: `Cache-Control "no-store,no-cache,private"`,
-			Doc: "Headers set on responses to clients: one \"Name value\" per line; the value is literal.",
-		}, headerLinesParser(), func(b *backendDraft, v []Header) { b.HTTP.ResponseHeaders = v }),
+			Doc: "Headers set on responses to clients: one \"Name value\" per line. The value is literal except %[...], a sample expression evaluated per response (e.g. %[status] or %[res.hdr(content-type)]; only the fetches and converters listed below), and %%, a literal %.",
+		}, headerLinesParser(SampleResponse), func(b *backendDraft, v []Header) { b.HTTP.ResponseHeaders = v }),
 		backendSetting(Setting{
 			Name: "request-capture", Scopes: ingScopes, Example: "cookie(my-cookie)",
-			Doc: "Sample expressions captured into the traffic log (%hr), one per line, e.g. hdr(User-Agent).",
+			Doc: "Sample expressions captured into the traffic log (%hr), one per line, e.g. hdr(User-Agent); only the fetches and converters listed below.",
 		}, captureParser(), func(b *backendDraft, v []string) { b.HTTP.Captures = v }),
 		backendSetting(Setting{
 			Name: "request-capture-len", Scopes: ingScopes, Default: "128", Example: "350",
@@ -332,7 +336,8 @@ func checkReplacement(r string) error {
 
 // headerLinesParser reads "Name value" lines; a value in double quotes loses
 // them, as the HAProxy Kubernetes Ingress Controller's examples write it.
-func headerLinesParser() parser[[]Header] {
+// %[...] in a value is a sample expression checked for ctx.
+func headerLinesParser(ctx SampleContext) parser[[]Header] {
 	return parser[[]Header]{
 		desc: `"Name value" lines`,
 		parse: func(s string) ([]Header, error) {
@@ -356,7 +361,11 @@ func headerLinesParser() parser[[]Header] {
 				if err := checkText(value, maxValueLen); err != nil {
 					return nil, fmt.Errorf("header %s: %v", name, err)
 				}
-				out = append(out, Header{Name: name, Value: value})
+				format, _, err := parseHeaderFormat(value, ctx)
+				if err != nil {
+					return nil, fmt.Errorf("header %s: %v", name, err)
+				}
+				out = append(out, Header{Name: name, Value: value, Format: format})
 			}
 			if len(out) == 0 {
 				return nil, errors.New("no header")
@@ -369,11 +378,6 @@ func headerLinesParser() parser[[]Header] {
 	}
 }
 
-// sampleRE is a sample fetch with optional arguments followed by optional
-// converters, arguments restricted to name characters: enough for
-// hdr(User-Agent), cookie(id), req.hdr(host),lower.
-var sampleRE = regexp.MustCompile(`^[a-z][a-z0-9._]*(\([A-Za-z0-9._-]*(,[A-Za-z0-9._-]*)*\))?(,[a-z][a-z0-9_]*(\([A-Za-z0-9._-]*(,[A-Za-z0-9._-]*)*\))?)*$`)
-
 func captureParser() parser[[]string] {
 	return parser[[]string]{
 		desc: "sample expressions, one per line",
@@ -384,8 +388,8 @@ func captureParser() parser[[]string] {
 				if l == "" {
 					continue
 				}
-				if len(l) > 256 || !sampleRE.MatchString(l) {
-					return nil, fmt.Errorf("%q is not a sample expression like hdr(name) or cookie(name)", l)
+				if err := checkSample(l, SampleRequest); err != nil {
+					return nil, err
 				}
 				out = append(out, l)
 			}

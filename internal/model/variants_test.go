@@ -153,6 +153,9 @@ func TestFailClosedPerIngress(t *testing.T) {
 		{"haproxy.org/load-balance=fastest", 0},
 		{"haproxy.org/cookie-persistence=a\"b", 0},
 		{"haproxy.org/pod-maxconn=-1", 0},
+		{"haproxy.org/request-capture=req.hdr(cookie),debug", 0},
+		{"haproxy.org/request-set-header=X-Env %[env(HOME)]", 0},
+		{"haproxy.org/response-set-header=X-Be %[be_conn(other)]", 0},
 		{"haproxy.org/set-host=evil.test\n  server x 203.0.113.9:80", 0},
 	}
 	for _, tt := range tests {
