@@ -68,7 +68,8 @@ func (b *builder) variantKey(ns, svc string, ing *networkingv1.Ingress) string {
 		if cm, ok := b.cmValues[i]; ok && cm == raw || !ok && s.Default != "" && s.Default == raw {
 			continue
 		}
-		sb.WriteString(strconv.Itoa(i))
+		// Names, not indices: a key stays the same when the table grows.
+		sb.WriteString(s.Name)
 		sb.WriteByte('=')
 		sb.WriteString(raw)
 		sb.WriteByte(0)

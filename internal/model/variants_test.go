@@ -1,7 +1,9 @@
 package model
 
 import (
+	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -104,6 +106,30 @@ func TestVariantsServiceAndConfigMapApplyToAll(t *testing.T) {
 	}
 }
 
+// TestVariantNameGrammar: with the longest names the API allows, every
+// variant name is still one the renderer accepts, and distinct.
+func TestVariantNameGrammar(t *testing.T) {
+	long := func(c string) string { return strings.Repeat(c, 63) }
+	ns, svc, port := long("n"), long("s"), long("p")
+	var ings []*networkingv1.Ingress
+	for i := range 4 {
+		ings = append(ings, withAnnotations(ingress(ns, fmt.Sprintf("i%d", i), i, rule(fmt.Sprintf("h%d.example", i), path("/", "Prefix", svc, port))),
+			fmt.Sprintf("haproxy.org/pod-maxconn=%d", i+1)))
+	}
+	d := Build(&Snapshot{Ingresses: ings, Services: []*corev1.Service{service(ns, svc, svcPort(port, 80, 8080))}}, Options{})
+	nameRE := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,199}$`)
+	seen := map[string]bool{}
+	for _, b := range d.Backends {
+		if !nameRE.MatchString(b.Name) || seen[b.Name] {
+			t.Errorf("backend name %q (%d characters) is not valid or not unique", b.Name, len(b.Name))
+		}
+		seen[b.Name] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf("%d backends, want 4 variants:\n%s", len(seen), Dump(d))
+	}
+}
+
 func TestVariantsRefreshEndpoints(t *testing.T) {
 	s := sharedSnapshot(webIngress("a", 0), webIngress("b", 1, "haproxy.org/load-balance=leastconn"))
 	prev := Build(s, Options{})
@@ -138,6 +164,9 @@ func TestFailClosedPerIngress(t *testing.T) {
 		ann  string
 		deny int // 0: the key is dropped, hostile served like app
 	}{
+		// Valid keys naming a Secret that does not exist.
+		{"haproxy.org/auth-type=basic-auth && haproxy.org/auth-secret=nope", denyUnavailable},
+		{"haproxy.org/auth-type=basic-auth", denyUnavailable},
 		{"haproxy.org/allow-list=1.2.3.4 acl pwn", denyForbidden},
 		{"haproxy.org/whitelist=10.0.0.0/33", denyForbidden},
 		{"haproxy.org/deny-list=nope", denyForbidden},
@@ -161,7 +190,7 @@ func TestFailClosedPerIngress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.ann, func(t *testing.T) {
 			hostile := withAnnotations(ingress("ns", "hostile", 5, rule("evil.test", path("/", "Prefix", "web", 80))),
-				"haproxy.org/check-http=/healthz", tt.ann)
+				append([]string{"haproxy.org/check-http=/healthz"}, strings.Split(tt.ann, " && ")...)...)
 			d := Build(sharedSnapshot(app, hostile), Options{})
 			a, h := routedBackend(t, d, "app.example"), routedBackend(t, d, "evil.test")
 			if !reflect.DeepEqual(a, appAlone) {
