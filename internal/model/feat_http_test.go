@@ -272,11 +272,19 @@ func FuzzAnnotations(f *testing.F) {
 					t.Fatalf("%s=%q: word %q has a blank or a quote", s.Name, raw, v)
 				}
 			}
-			for _, x := range append(slices.Clone(h.RequestHeaders), h.ResponseHeaders...) {
+			for i, x := range append(slices.Clone(h.RequestHeaders), h.ResponseHeaders...) {
 				if validHeaderName(x.Name) != nil {
 					t.Fatalf("%s=%q: header name %q", s.Name, raw, x.Name)
 				}
 				clean("header value", x.Value)
+				clean("header format", x.Format)
+				ctx := SampleRequest
+				if i >= len(h.RequestHeaders) {
+					ctx = SampleResponse
+				}
+				if err := CheckHeaderFormat(x.Format, ctx); err != nil {
+					t.Fatalf("%s=%q: header format %q: %v", s.Name, raw, x.Format, err)
+				}
 			}
 			for _, l := range append(append(append([]string{}, h.CORS.Origins...), h.CORS.Methods...), h.CORS.Headers...) {
 				clean("cors value", l)
