@@ -131,9 +131,9 @@ func feHeaders(r response, kv ...string) error {
 }
 
 // TestRedirectsAndRewrites: path-rewrite, set-host, request-set-header
-// (value with a quote and a percent sign, sent literally),
-// response-set-header, request-redirect (host:port and URL forms) with
-// their codes.
+// (value with a quote and a percent sign, sent literally; %[...] sample
+// expressions evaluated), response-set-header (%[status] evaluated),
+// request-redirect (host:port and URL forms) with their codes.
 func TestRedirectsAndRewrites(t *testing.T) {
 	e := newEnv(t)
 	d := e.startDaemon()
@@ -144,8 +144,8 @@ func TestRedirectsAndRewrites(t *testing.T) {
 	e.ingress("rw", map[string]string{
 		"haproxy.org/path-rewrite":        `/api/(.*) /\1`,
 		"haproxy.org/set-host":            "backend.local",
-		"haproxy.org/request-set-header":  "X-Tenant it's 100% \"ours\" #1\nX-Two two",
-		"haproxy.org/response-set-header": `Cache-Control "no-store,no-cache,private"`,
+		"haproxy.org/request-set-header":  "X-Tenant it's 100% \"ours\" #1\nX-Two two\nX-Three %[method] q=%[url_param(q)]",
+		"haproxy.org/response-set-header": "Cache-Control \"no-store,no-cache,private\"\nX-Status %[status]",
 	}, rule{host: "rw.example", path: "/", service: "rw"})
 	e.ingress("redir", map[string]string{
 		"haproxy.org/request-redirect":      "example.com:8443",
@@ -158,7 +158,8 @@ func TestRedirectsAndRewrites(t *testing.T) {
 
 	d.feExpect("GET", "rw.example", "/api/items?q=1", nil, 200, func(r response) error {
 		return feHeaders(r, "X-Pod", "rw-0", "X-Seen-Uri", "/items?q=1", "X-Seen-Host", "backend.local",
-			"X-Seen-X-Tenant", `it's 100% "ours" #1`, "X-Seen-X-Two", "two", "Cache-Control", "no-store,no-cache,private")
+			"X-Seen-X-Tenant", `it's 100% "ours" #1`, "X-Seen-X-Two", "two", "X-Seen-X-Three", "GET q=1",
+			"Cache-Control", "no-store,no-cache,private", "X-Status", "200")
 	})
 	// A path the regex does not match goes through unchanged.
 	d.feExpect("GET", "rw.example", "/other", nil, 200, func(r response) error { return feHeader(r, "X-Seen-Uri", "/other") })
