@@ -2,6 +2,8 @@ package haproxy
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -98,4 +100,44 @@ func TestModelAcceptedPassesHAProxy(t *testing.T) {
 		t.Fatalf("the model accepted values HAProxy rejects: %v", err)
 	}
 	t.Logf("%d Ingresses, %d request and %d response sample expressions, %d ConfigMap keys passed haproxy -c", len(anns), len(req), len(res), len(cm))
+}
+
+// TestVariantSnippetRejectedOnItsIngress: with backend snippets enabled,
+// Ingress hostile sets one HAProxy rejects on a Service it shares with
+// Ingress web. Only hostile's variant loses its snippet, and the
+// ConfigRejected problem names hostile, not the Service: web's backend
+// is untouched.
+func TestVariantSnippetRejectedOnItsIngress(t *testing.T) {
+	s := sharedServiceSnapshot([]map[string]string{{"haproxy.org/backend-config-snippet": "http-response no-such-action x"}})
+	// No health checks: the endpoint is not reachable from here.
+	s.ConfigMap.Data = map[string]string{"check": "false"}
+	d := model.Build(s, allSnippets)
+	var hostile *model.Backend
+	for _, b := range d.Backends {
+		if strings.HasPrefix(b.Name, "ns_web_80__") {
+			hostile = b
+		}
+	}
+	if hostile == nil || len(d.Backends) != 2 {
+		t.Fatalf("want ns_web_80 and a variant for t0, got:\n%s", model.Dump(d))
+	}
+	if want := (model.ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "t0"}); hostile.HTTP.SnippetFrom != want {
+		t.Fatalf("snippet of %s set by %+v, want %+v", hostile.Name, hostile.HTTP.SnippetFrom, want)
+	}
+	h := startHAProxy(t, slog.New(slog.DiscardHandler), nil)
+	res := applyOK(t, h.d, d)
+	if len(res.Quarantined) != 1 {
+		t.Fatalf("quarantined %v, want the variant's snippet alone", res.Quarantined)
+	}
+	p := res.Quarantined[0]
+	if p.Object != hostile.HTTP.SnippetFrom || !strings.Contains(p.Message, hostile.Name) || !strings.Contains(p.Message, "snippet is disabled") {
+		t.Errorf("problem %+v, want ConfigRejected on Ingress ns/t0 naming %s", p, hostile.Name)
+	}
+	cfg, err := os.ReadFile(h.d.paths.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(cfg), "no-such-action") || !strings.Contains(string(cfg), "\nbackend "+hostile.Name+" ") {
+		t.Errorf("running config keeps the rejected snippet or lost the variant:\n%s", cfg)
+	}
 }

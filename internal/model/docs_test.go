@@ -124,10 +124,11 @@ const annotationsNotes = `
 ## Config snippets
 
 ` + "`global-config-snippet`" + ` and ` + "`backend-config-snippet`" + ` are raw HAProxy directives. They are ignored
-(with a SnippetDisabled Event) unless ` + "`--config-snippets=global,backend`" + ` enables them; there are no
-frontend snippets. A line that would open a new section (` + "`backend`, `frontend`, `global`" + `, ...) or a
-conditional block (` + "`.if`" + `) is refused. A backend snippet that ` + "`haproxy -c`" + ` rejects is dropped from its
-backend alone, which keeps its other settings, and a ConfigRejected Event names the Service.
+(with a SnippetDisabled Event on the object that sets them) unless ` + "`--config-snippets=global,backend`" + ` enables
+them; there are no frontend snippets. A line that would open a new section (` + "`backend`, `frontend`, `global`" + `, ...)
+or a conditional block (` + "`.if`" + `) is refused. A backend snippet that ` + "`haproxy -c`" + ` rejects is dropped from its
+backend alone, which keeps its other settings, and a ConfigRejected Event names the object that set it (an
+Ingress's snippet is on that Ingress's own backend variant: other Ingresses of the Service keep theirs).
 
 Enable backend snippets only where everyone who can annotate an Ingress or a Service is trusted like a
 cluster administrator. Even then a backend snippet may use only the directives listed in the table above,
