@@ -3,6 +3,7 @@ package model
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,11 +56,17 @@ func (b *builder) variantKey(ns, svc string, ing *networkingv1.Ingress) string {
 	if s := b.services[nsName{ns, svc}]; s != nil {
 		svcVals = b.serviceSettings(s)
 	}
+	// An Ingress sets few keys: walk those, in table order.
+	idx := make([]int, 0, len(v))
+	for i := range v {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
 	var sb strings.Builder
-	for i := range settings {
+	for _, i := range idx {
 		s := &settings[i]
-		raw, ok := v[i]
-		if !ok || s.setBackend == nil || s.Scopes&ScopeIngress == 0 {
+		raw := v[i]
+		if s.setBackend == nil || s.Scopes&ScopeIngress == 0 {
 			continue
 		}
 		if _, over := svcVals[i]; over && s.Scopes&ScopeService != 0 {
