@@ -147,7 +147,11 @@ func upstream(tb testing.TB, name string) model.Endpoint {
 	return model.Endpoint{Address: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port}
 }
 
-var client = &http.Client{Timeout: 5 * time.Second}
+// client opens a connection per request: after a reload, a kept-alive
+// connection to the old worker gets one more answer from the old
+// configuration (option idle-close-on-response), and these tests check what
+// the configuration just applied serves.
+var client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
 func get(addr, host, path string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)

@@ -106,11 +106,13 @@ func (r renderer) renderHead(st *state) (string, error) {
 	r.defaults(w, st.global)
 	if len(r.httpBinds) > 0 {
 		r.httpFrontend(w, st.defaultBackend)
+		r.keepAliveAcrossReloads(w, "http")
 		r.acceptProxy(w, "http", st.global.ProxyProtocol)
 		r.addSSLRedirect(w, st)
 	}
 	if r.httpsOn(st) {
 		r.httpsFrontend(w, st)
+		r.keepAliveAcrossReloads(w, "https")
 		r.acceptProxy(w, "https", st.global.ProxyProtocol)
 	}
 	if r.stats != "" {
@@ -255,6 +257,17 @@ func (r renderer) global(w *cfgWriter, g model.Global) {
 		maxReloads = defaultMworkerMaxReloads
 	}
 	w.set(parser.Global, sec, "mworker-max-reloads", &types.Int64C{Value: int64(maxReloads)})
+}
+
+// keepAliveAcrossReloads keeps a reload invisible to HTTP/1 keep-alive
+// clients. By default the old worker closes idle connections as soon as it
+// stops, and a request the client sent on one at that moment is lost (an
+// EOF for the client, which is not always safe to retry). With the option
+// the old worker serves the next request of such a connection and announces
+// the close on its response with "Connection: close". It sits on the HTTP
+// frontends and not in defaults: HAProxy warns about it on TCP frontends.
+func (r renderer) keepAliveAcrossReloads(w *cfgWriter, fe string) {
+	w.set(parser.Frontends, fe, "option idle-close-on-response", &types.SimpleOption{})
 }
 
 // defaultMworkerMaxReloads is how many reloads an old worker may survive
