@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,4 +240,116 @@ func (l *reloadLoad) result() keepAliveResult {
 		announcedCloses: l.announcedCloses.Load(),
 		errors:          append([]string(nil), l.errors...),
 	}
+}
+
+// TestConnectionModes: http-connection-mode (and the deprecated
+// http-server-close), logasap and the fin timeouts from the ConfigMap, on
+// the real HAProxy.
+func TestConnectionModes(t *testing.T) {
+	e := newEnv(t)
+	logs := feSyslog(t)
+	syslog := "address:127.0.0.1, port:" + strconv.Itoa(logs.port) + ", facility:local0"
+	e.configMap("cm", map[string]string{
+		"http-connection-mode": "httpclose",
+		"logasap":              "true",
+		"timeout-client-fin":   "3s",
+		"timeout-server-fin":   "2s",
+		"syslog-server":        syslog,
+		"log-format":           "perimeter-logasap %ST %B",
+	})
+	d := e.startDaemon("--configmap=" + e.ns + "/cm")
+	pod := feEchoPod(t, "cm-0", 150, 10)
+	e.service("cm", nil, pod.Pod)
+	e.ingress("cm", nil, rule{host: "cm.example", path: "/", service: "cm"})
+	d.feExpect("GET", "cm.example", "/", nil, 200, nil)
+	for _, line := range []string{"option httpclose", "option logasap", "timeout client-fin 3s", "timeout server-fin 2s"} {
+		if !strings.Contains(d.config(), "\n  "+line+"\n") {
+			t.Fatalf("haproxy.cfg lacks %q", line)
+		}
+	}
+
+	// httpclose: the client's connection ends with the first response.
+	addr := "127.0.0.1:" + strconv.Itoa(d.httpPort)
+	c := exchangeTwo(t, addr, "cm.example")
+	if !c.closed || c.answered != 1 {
+		t.Fatalf("httpclose: %+v, want one answer and the connection closed", c)
+	}
+	// logasap: the log line is written when the headers arrive, with the
+	// byte count marked as not final.
+	logs.expect(t, "perimeter-logasap 200 +")
+
+	// http-server-close (through its deprecated key): the client keeps its
+	// connection, the pod gets one per request.
+	e.configMap("cm", map[string]string{"http-server-close": "true"})
+	testenv.Eventually(t, 15*time.Second, func() error {
+		if cfg := d.config(); !strings.Contains(cfg, "\n  option http-server-close\n") || strings.Contains(cfg, "httpclose") {
+			return fmt.Errorf("haproxy.cfg not updated yet")
+		}
+		return nil
+	})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		c := exchangeTwo(t, addr, "cm.example")
+		if c.closed || c.answered != 2 || c.podSaw != "close" {
+			return fmt.Errorf("http-server-close: %+v, want two answers on one connection and the pod told to close", c)
+		}
+		return nil
+	})
+
+	// Unset: HAProxy's keep-alive on both sides.
+	e.configMap("cm", map[string]string{})
+	testenv.Eventually(t, 15*time.Second, func() error {
+		c := exchangeTwo(t, addr, "cm.example")
+		if c.closed || c.answered != 2 || c.podSaw != "" {
+			return fmt.Errorf("keep-alive: %+v, want two answers on one connection and no close for the pod", c)
+		}
+		return nil
+	})
+	for _, key := range []string{"http-server-close", "logasap", "client-fin", "server-fin"} {
+		if strings.Contains(d.config(), key) {
+			t.Fatalf("haproxy.cfg still has %s after the ConfigMap dropped it", key)
+		}
+	}
+}
+
+type exchangeTwoResult struct {
+	answered int
+	closed   bool
+	// podSaw is the Connection header the pod received.
+	podSaw string
+}
+
+// exchangeTwo sends up to two requests on one connection and reports how many
+// were answered, whether the server closed the connection after the last,
+// and what the pod was told about its own connection.
+func exchangeTwo(t *testing.T, addr, host string) exchangeTwoResult {
+	t.Helper()
+	var res exchangeTwoResult
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(conn)
+	for range 2 {
+		if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+			break
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			break
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			res.answered++
+		}
+		res.podSaw = resp.Header.Get("X-Seen-Connection")
+		if resp.Close {
+			_, err := br.ReadByte()
+			res.closed = err == io.EOF
+			break
+		}
+	}
+	return res
 }

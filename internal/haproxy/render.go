@@ -295,6 +295,7 @@ func (r renderer) defaults(w *cfgWriter, g model.Global) {
 		}
 		w.set(parser.Defaults, defaultsName, "timeout "+t.name, &types.SimpleTimeout{Value: haproxyDuration(v)})
 	}
+	r.connectionDefaults(w, g.Connection)
 }
 
 // requestHygiene are the first http-request rules of a frontend. A Host

@@ -37,6 +37,7 @@ func Dump(d *Desired) string {
 		}
 	}
 	dumpGlobalFeatures(&w, d)
+	dumpConnection(&w, d.Global.Connection)
 	if d.Global.ProxyProtocol != "" {
 		fmt.Fprintf(&w, "  proxy-protocol %s\n", d.Global.ProxyProtocol)
 	}

@@ -307,6 +307,7 @@ var settings = func() []Setting {
 	}
 	list = append(list, frontendFeatureSettings()...)
 	list = append(list, globalFeatureSettings()...)
+	list = append(list, connectionSettings()...)
 	list = append(list, backendFeatureSettings()...)
 	list = append(list, tlsSettings()...)
 	list = append(list, canarySettings()...)

@@ -156,6 +156,9 @@ type Global struct {
 
 	// Log is syslog-server, log-format and dontlognull (feat_global.go).
 	Log LogSettings
+	// Connection is http-connection-mode, the fin timeouts and logasap
+	// (feat_connection.go).
+	Connection ConnectionSettings
 	// ConfigSnippet is global-config-snippet, one directive per line; empty
 	// unless --config-snippets enables "global".
 	ConfigSnippet string
