@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -24,17 +26,50 @@ import (
 func TestReloadKeepAlive(t *testing.T) {
 	e := newEnv(t)
 	d := e.startDaemon()
-	res := keepAliveThroughReloads(e, d, 140, 20)
+	res := keepAliveThroughReloads(e, d, 140, 20, func(host string) *reloadLoad {
+		return startReloadLoad(tcpDialer(d.httpPort), host, keepAliveConns)
+	})
+	checkKeepAlive(t, res, true)
+}
+
+// TestReloadKeepAliveTLS: the same through the https frontend, for
+// HTTP/1.1 clients and for HTTP/2 clients (whose requests share a few
+// connections that the old worker ends with GOAWAY).
+func TestReloadKeepAliveTLS(t *testing.T) {
+	e := newEnv(t)
+	d, port := e.tlsDaemon()
+	t.Run("http/1.1", func(t *testing.T) {
+		res := keepAliveThroughReloads(e, d, 142, 10, func(host string) *reloadLoad {
+			return startReloadLoad(tlsDialer(port, host), host, keepAliveConns)
+		})
+		checkKeepAlive(t, res, true)
+	})
+	t.Run("h2", func(t *testing.T) {
+		res := keepAliveThroughReloads(e, d, 143, 10, func(host string) *reloadLoad {
+			return startReloadLoadH2(port, host, keepAliveConns)
+		})
+		checkKeepAlive(t, res, false)
+	})
+}
+
+// checkKeepAlive fails the test unless no request failed and connections
+// were really kept alive. h1 says whether each reload must have ended
+// connections with Connection: close (HTTP/1) rather than GOAWAY.
+func checkKeepAlive(t *testing.T, res keepAliveResult, h1 bool) {
+	t.Helper()
 	t.Logf("keep-alive load through %d reloads: %s", res.reloads, res)
 	if res.failed != 0 {
 		t.Fatalf("%d of %d requests failed across %d reloads; first errors:\n%s",
 			res.failed, res.requests(), res.reloads, strings.Join(res.errors, "\n"))
 	}
 	// Every reload leaves the old worker with connections to hand over: each
-	// must have been closed by an announced close, not silently.
-	if res.announcedCloses < int64(res.reloads) {
+	// must have been ended by the old worker, and the client moved on.
+	if h1 && res.announcedCloses < int64(res.reloads) {
 		t.Fatalf("%d connections closed with Connection: close over %d reloads; want at least one per reload",
 			res.announcedCloses, res.reloads)
+	}
+	if res.dials <= int64(res.reloads) {
+		t.Fatalf("%d connections opened over %d reloads; want new ones after each reload", res.dials, res.reloads)
 	}
 	// The load was keep-alive load: connections carried many requests.
 	if res.ok < 20*res.dials {
@@ -48,7 +83,9 @@ func BenchmarkReloadKeepAlive(b *testing.B) {
 	e := newEnv(b)
 	d := e.startDaemon()
 	for i := 0; i < b.N; i++ {
-		res := keepAliveThroughReloads(e, d, 141+i%8, 20)
+		res := keepAliveThroughReloads(e, d, 144+i%4, 20, func(host string) *reloadLoad {
+			return startReloadLoad(tcpDialer(d.httpPort), host, keepAliveConns)
+		})
 		b.ReportMetric(float64(res.failed), "failed")
 		b.ReportMetric(float64(res.requests()), "requests")
 		b.ReportMetric(float64(res.reloads), "reloads")
@@ -78,7 +115,7 @@ func (r keepAliveResult) String() string {
 // keepAliveThroughReloads serves a Service from pods in 198.18.<subnet>.0/24,
 // runs the keep-alive load against it and forces reloads by changing a
 // backend setting that needs one, waiting for each to complete.
-func keepAliveThroughReloads(e *env, d *daemon, subnet, reloads int) keepAliveResult {
+func keepAliveThroughReloads(e *env, d *daemon, subnet, reloads int, start func(host string) *reloadLoad) keepAliveResult {
 	t := e.t
 	t.Helper()
 	prefix := fmt.Sprintf("ka%d", subnet)
@@ -89,7 +126,7 @@ func keepAliveThroughReloads(e *env, d *daemon, subnet, reloads int) keepAliveRe
 	e.ingress(prefix, nil, rule{host: host, path: "/", service: svcName})
 	d.expect(host, "/", 200, "")
 
-	load := startReloadLoad(fmt.Sprintf("127.0.0.1:%d", d.httpPort), host, keepAliveConns)
+	load := start(host)
 	defer load.stop()
 	// Every connection of the pool is up and has answered before the first
 	// reload, so that the reloads meet established keep-alive connections.
@@ -139,22 +176,41 @@ type reloadLoad struct {
 	done chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
+	// stopHook, when set, runs once the load has stopped.
+	stopHook func()
 }
 
-func startReloadLoad(addr, host string, conns int) *reloadLoad {
+// tcpDialer connects to the http frontend; tlsDialer to the https one,
+// offering HTTP/1.1 only.
+func tcpDialer(port int) func() (net.Conn, error) {
+	return func() (net.Conn, error) {
+		return net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+	}
+}
+
+func tlsDialer(port int, host string) func() (net.Conn, error) {
+	return func() (net.Conn, error) {
+		d := &net.Dialer{Timeout: 2 * time.Second}
+		//nolint:gosec // the served certificate is not what this test checks
+		cfg := &tls.Config{ServerName: host, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}
+		return tls.DialWithDialer(d, "tcp", "127.0.0.1:"+strconv.Itoa(port), cfg)
+	}
+}
+
+func startReloadLoad(dial func() (net.Conn, error), host string, conns int) *reloadLoad {
 	l := &reloadLoad{done: make(chan struct{})}
 	req := []byte("GET / HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: perimeter-e2e\r\n\r\n")
 	for i := 0; i < conns; i++ {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.run(addr, req)
+			l.run(dial, req)
 		}()
 	}
 	return l
 }
 
-func (l *reloadLoad) run(addr string, req []byte) {
+func (l *reloadLoad) run(dial func() (net.Conn, error), req []byte) {
 	var conn net.Conn
 	var br *bufio.Reader
 	drop := func() {
@@ -171,7 +227,7 @@ func (l *reloadLoad) run(addr string, req []byte) {
 		default:
 		}
 		if conn == nil {
-			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			c, err := dial()
 			if err != nil {
 				l.fail("dial: %v", err)
 				// Pace the retries of a refused dial; each one counts.
@@ -215,6 +271,63 @@ func (l *reloadLoad) run(addr string, req []byte) {
 	}
 }
 
+// startReloadLoadH2 sends requests from conns goroutines through one HTTP/2
+// client, as an application would: whatever the client's transport does on
+// GOAWAY is its own, an error it returns is a failure.
+func startReloadLoadH2(port int, host string, conns int) *reloadLoad {
+	l := &reloadLoad{done: make(chan struct{})}
+	tr := &http.Transport{
+		//nolint:gosec // the served certificate is not what this test checks
+		TLSClientConfig:   &tls.Config{ServerName: host, InsecureSkipVerify: true},
+		ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			l.dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: tr}
+	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/"
+	for i := 0; i < conns; i++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.done:
+					return
+				default:
+				}
+				req, err := http.NewRequest(http.MethodGet, url, nil)
+				if err != nil {
+					l.fail("request: %v", err)
+					return
+				}
+				req.Host = host
+				resp, err := c.Do(req)
+				if err != nil {
+					l.fail("%v", err)
+					continue
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch {
+				case err != nil:
+					l.fail("read body: %v", err)
+				case resp.ProtoMajor != 2:
+					l.fail("HTTP/%d, want HTTP/2", resp.ProtoMajor)
+				case resp.StatusCode != http.StatusOK:
+					l.fail("status %d", resp.StatusCode)
+				default:
+					l.ok.Add(1)
+				}
+			}
+		}()
+	}
+	l.stopHook = tr.CloseIdleConnections
+	return l
+}
+
 func (l *reloadLoad) fail(format string, args ...any) {
 	l.failed.Add(1)
 	l.mu.Lock()
@@ -226,7 +339,13 @@ func (l *reloadLoad) fail(format string, args ...any) {
 
 // stop ends the load and waits for its connections to close.
 func (l *reloadLoad) stop() {
-	l.once.Do(func() { close(l.done) })
+	l.once.Do(func() {
+		close(l.done)
+		l.wg.Wait()
+		if l.stopHook != nil {
+			l.stopHook()
+		}
+	})
 	l.wg.Wait()
 }
 
