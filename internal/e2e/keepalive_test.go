@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -471,4 +473,107 @@ func exchangeTwo(t *testing.T, addr, host string) exchangeTwoResult {
 		}
 	}
 	return res
+}
+
+// TestConnectionFinTimeouts: a WebSocket tunnel (timeout-tunnel 1m) that
+// the client half-closed while its pod stays silent ends after
+// timeout-server-fin; without it, or with only timeout-client-fin (the
+// client's side, which is not the silent one), it stays.
+func TestConnectionFinTimeouts(t *testing.T) {
+	e := newEnv(t)
+	e.configMap("cm", map[string]string{"timeout-tunnel": "1m"})
+	d := e.startDaemon("--configmap=" + e.ns + "/cm")
+	stop := make(chan struct{})
+	pod := testenv.StartPod(t, testenv.PodOptions{Name: "fin-0", IP: "198.18.151.10", Handler: finPod(stop)})
+	t.Cleanup(func() { close(stop) })
+	e.service("fin", nil, pod)
+	e.ingress("fin", nil, rule{host: "fin.example", path: "/", service: "fin"})
+	d.expect("fin.example", "/", 200, "")
+	addr := "127.0.0.1:" + strconv.Itoa(d.httpPort)
+	reconfigure := func(data map[string]string) {
+		t.Helper()
+		before := d.reloads()
+		e.configMap("cm", data)
+		testenv.Eventually(t, 15*time.Second, func() error {
+			if d.reloads() == before {
+				return fmt.Errorf("no reload yet")
+			}
+			return nil
+		})
+	}
+	// halfClosed half-closes a tunnel from the client (the pod then stays
+	// silent with its side open) and reads until HAProxy ends it or wait
+	// passes.
+	halfClosed := func(wait time.Duration) error {
+		conn, br := finTunnel(t, addr, "/pod-silent")
+		defer conn.Close()
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(wait))
+		_, err := br.ReadByte()
+		return err
+	}
+
+	if err := halfClosed(3 * time.Second); err == io.EOF {
+		t.Fatal("without timeout-server-fin, a tunnel half-closed by the client ended within 3s")
+	}
+	reconfigure(map[string]string{"timeout-tunnel": "1m", "timeout-client-fin": "1s"})
+	if !strings.Contains(d.config(), "\n  timeout client-fin 1s\n") {
+		t.Fatal("haproxy.cfg lacks timeout client-fin 1s")
+	}
+	if err := halfClosed(3 * time.Second); err == io.EOF {
+		t.Fatal("timeout-client-fin ended a tunnel whose silent side is the pod")
+	}
+	reconfigure(map[string]string{"timeout-tunnel": "1m", "timeout-server-fin": "1s"})
+	if err := halfClosed(10 * time.Second); err != io.EOF {
+		t.Fatalf("timeout-server-fin 1s: tunnel half-closed by the client, silent pod, not ended within 10s: %v", err)
+	}
+}
+
+// finTunnel opens a WebSocket tunnel to path.
+func finTunnel(t *testing.T, addr, path string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: fin.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		conn.Close()
+		t.Fatalf("%s: status %d, want 101", path, resp.StatusCode)
+	}
+	return conn, br
+}
+
+// finPod answers WebSocket upgrades: it reads until the client's FIN and
+// then stays silent with its side open until stop.
+func finPod(stop <-chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			_, _ = io.WriteString(w, "fin")
+			return
+		}
+		conn, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+			base64.StdEncoding.EncodeToString(sum[:]) + "\r\n\r\n")
+		if rw.Flush() != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, rw)
+		<-stop
+	})
 }

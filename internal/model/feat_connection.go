@@ -19,8 +19,9 @@ type ConnectionSettings struct {
 	// Mode is http-connection-mode: ConnServerClose or ConnClose; ""
 	// is HAProxy's default, ConnKeepAlive.
 	Mode string
-	// TimeoutClientFin and TimeoutServerFin bound half-closed connections;
-	// zero: timeout client / timeout server apply.
+	// TimeoutClientFin and TimeoutServerFin bound how long a silent client
+	// (server) keeps a half-closed connection; zero: timeout client
+	// (server) or tunnel apply.
 	TimeoutClientFin time.Duration
 	TimeoutServerFin time.Duration
 	// LogASAP logs a request when the response headers arrive instead of
@@ -61,11 +62,11 @@ func connectionSettings() []Setting {
 		}, enumParser(ConnKeepAlive, ConnServerClose, ConnClose), func(g *Global, v string) { g.Connection.Mode = mode(v) }),
 		globalSetting(Setting{
 			Name: "timeout-client-fin", Scopes: ScopeConfigMap, Example: "5s",
-			Doc: "Inactivity timeout on the client side once the client has closed its half of the connection (unset: timeout-client).",
+			Doc: "Inactivity timeout on the client side of a half-closed connection: how long HAProxy waits for the client to send or acknowledge data once one direction is shut (unset: timeout-client, or timeout-tunnel in a tunnel).",
 		}, durationParser(), func(g *Global, v time.Duration) { g.Connection.TimeoutClientFin = v }),
 		globalSetting(Setting{
 			Name: "timeout-server-fin", Scopes: ScopeConfigMap, Example: "5s",
-			Doc: "Inactivity timeout on the server side once the server has closed its half of the connection (unset: timeout-server).",
+			Doc: "Inactivity timeout on the server side of a half-closed connection: how long HAProxy waits for the server to send or acknowledge data once one direction is shut, e.g. a silent server behind a WebSocket the client half-closed (unset: timeout-server, or timeout-tunnel in a tunnel).",
 		}, durationParser(), func(g *Global, v time.Duration) { g.Connection.TimeoutServerFin = v }),
 		globalSetting(Setting{
 			Name: "logasap", Scopes: ScopeConfigMap, Default: "false", Example: "true",
