@@ -28,6 +28,10 @@ func mapValueOK(st *state, name, v string) bool {
 		return canaryWeightRE.MatchString(v)
 	case model.MapHostOwner:
 		return ownerValueRE.MatchString(v)
+	case model.MapSSLPassthrough:
+		// The ssl frontend is mode tcp: it can use mode tcp backends only.
+		b := st.backends[v]
+		return b != nil && b.spec.TCP
 	case model.MapExact, model.MapPrefix:
 		if v == builtin404 {
 			return true

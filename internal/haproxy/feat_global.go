@@ -102,6 +102,9 @@ func (r renderer) headFeatures(text string, st *state) string {
 		}
 		fmt.Fprintf(&b, "  default_backend %s\n", t.Backend)
 	}
+	if r.passthroughOn(st) {
+		b.WriteString(r.passthroughSections(st, logging))
+	}
 	return b.String()
 }
 

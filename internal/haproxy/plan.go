@@ -104,7 +104,7 @@ func structuralChanges(a, b *state) []change {
 		out = append(out, change{ReloadGlobal, "global settings"})
 	}
 	if ah.tls != bh.tls {
-		out = append(out, change{ReloadTLS, "https frontend (default certificate or client CA)"})
+		out = append(out, change{ReloadTLS, "https frontend (default certificate, client CA or ssl-passthrough)"})
 	}
 	if ah.defaultBackend != bh.defaultBackend {
 		out = append(out, change{ReloadFrontend, fmt.Sprintf("default backend %q->%q", ah.defaultBackend, bh.defaultBackend)})
@@ -151,6 +151,9 @@ func (r renderer) loadedMaps(st *state) []string {
 	}
 	if len(r.httpBinds) > 0 && r.httpsOn(st) {
 		out = append(out, model.MapSSLRedirect)
+	}
+	if r.passthroughOn(st) {
+		out = append(out, model.MapSSLPassthrough)
 	}
 	return out
 }

@@ -113,7 +113,10 @@ func (r renderer) renderHead(st *state) (string, error) {
 	if r.httpsOn(st) {
 		r.httpsFrontend(w, st)
 		r.keepAliveAcrossReloads(w, "https")
-		r.acceptProxy(w, "https", st.global.ProxyProtocol)
+		if !r.passthroughOn(st) {
+			// With passthrough, the ssl frontend accepts it instead.
+			r.acceptProxy(w, "https", st.global.ProxyProtocol)
+		}
 	}
 	if r.stats != "" {
 		r.statsFrontend(w)

@@ -95,9 +95,10 @@ const (
 // no reload.
 var routeMaps = []string{model.MapExact, model.MapPrefix, model.MapHostOwner, model.MapCanaryBackend, model.MapCanaryWeight}
 
-// mapNames are all the map files: the route maps and the ssl-redirect map
-// the http frontend loads while https is served.
-var mapNames = append(slices.Clone(routeMaps), model.MapSSLRedirect)
+// mapNames are all the map files: the route maps, the ssl-redirect map
+// the http frontend loads while https is served and the passthrough map the
+// ssl frontend loads (feat_passthrough.go).
+var mapNames = append(slices.Clone(routeMaps), model.MapSSLRedirect, model.MapSSLPassthrough)
 
 var (
 	backendNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,199}$`)
@@ -256,6 +257,7 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 		}
 		st.maps[name] = m
 	}
+	st.tls.head.passthrough = st.tls.head.enabled && len(st.maps[model.MapSSLPassthrough]) > 0
 	return st, problems
 }
 

@@ -55,6 +55,9 @@ type tlsHead struct {
 	clientCA        string
 	clientCAInvalid bool
 	clientOptional  bool
+	// passthrough: some host is passed through, the ssl frontend owns the
+	// HTTPS addresses (feat_passthrough.go).
+	passthrough bool
 }
 
 type tlsCert struct {
@@ -304,8 +307,12 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 			&params.BindOptionValue{Name: "ca-file", Value: r.certPath(h.clientCA)},
 			&params.BindOptionValue{Name: "verify", Value: verify})
 	}
-	binds := make([]types.Bind, len(r.httpsBinds))
-	for i, b := range r.httpsBinds {
+	addrs := r.httpsBinds
+	if r.passthroughOn(st) {
+		addrs = r.offloadBinds()
+	}
+	binds := make([]types.Bind, len(addrs))
+	for i, b := range addrs {
 		binds[i] = types.Bind{Path: b.Path, Params: append(slices.Clone(b.Params), opts...)}
 	}
 	w.section(parser.Frontends, fe)

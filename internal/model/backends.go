@@ -40,6 +40,9 @@ func (b *builder) finishBackend(st *backendState) *Backend {
 	// answers 503 for them rather than letting the request fall through to
 	// some other rule or the default backend.
 	draft.endpointsFrom = endpointSource{port: st.port, serversIncrement: draft.serversIncrement}
+	if st.passthrough {
+		b.passthroughBackend(&draft, st)
+	}
 	switch reason := b.resolveEndpoints(&draft.Backend, svc); reason {
 	case ReasonServiceNotFound:
 		b.userProblem(st, ReasonServiceNotFound, "Service %s/%s not found; backend %s has no servers", st.namespace, st.service, st.name)

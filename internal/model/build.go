@@ -49,6 +49,7 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.canaries(ings)
 	b.secretRefs(ings)
 	b.buildMaps()
+	b.passthroughMap()
 	b.finishBackends()
 	// TCP-service backends need their server-ca and server-crt resolved too.
 	b.tcpServices()
@@ -78,6 +79,9 @@ type backendState struct {
 	users []*networkingv1.Ingress
 	// fromFlag marks the --default-backend-service backend.
 	fromFlag bool
+	// passthrough marks the mode tcp backend of an ssl-passthrough host
+	// (feat_passthrough.go).
+	passthrough bool
 }
 
 type routeKey struct {
@@ -117,6 +121,8 @@ type builder struct {
 	nsDefaults map[string]string
 	// secrets indexes the snapshot's Secrets once (secret).
 	secrets map[nsName]*corev1.Secret
+	// passthroughHosts are the ssl-passthrough hosts and their backends.
+	passthroughHosts map[string]claim
 }
 
 func newBuilder(s *Snapshot, o Options) *builder {
@@ -240,6 +246,10 @@ func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 			}
 			name, port, ok := b.backendName(ref, p.Backend)
 			if !ok {
+				continue
+			}
+			if b.passthrough(ing, p.Backend.Service.Name) {
+				b.passthroughRule(ing, rule.Host, name, p.Backend.Service.Name, port)
 				continue
 			}
 			key := routeKey{rule.Host, path, typ}

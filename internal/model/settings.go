@@ -311,6 +311,7 @@ var settings = func() []Setting {
 	list = append(list, backendFeatureSettings()...)
 	list = append(list, tlsSettings()...)
 	list = append(list, canarySettings()...)
+	list = append(list, passthroughSettings()...)
 	for i := range list {
 		s := &list[i]
 		if s.bind != nil {
