@@ -114,10 +114,13 @@ func (b *builder) passthroughMap() {
 // passthroughBackend makes d the mode tcp backend of a passed-through
 // Service port. HTTP settings cannot apply to a stream HAProxy does not
 // decrypt; the security ones (access lists, authentication, rate limiting)
-// must not silently stop applying, so such a backend gets no servers.
+// must not silently stop applying, so such a backend gets no servers. The
+// pods terminate the client's TLS: server TLS settings would wrap it in a
+// second layer.
 func (b *builder) passthroughBackend(d *backendDraft, st *backendState) {
 	d.TCP = true
 	d.HTTP = HTTPRules{}
+	d.TLS = BackendTLS{}
 	f := d.Features
 	var refused []string
 	for _, x := range []struct {

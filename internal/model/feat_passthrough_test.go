@@ -86,6 +86,12 @@ func TestSSLPassthrough(t *testing.T) {
 			problems: []string{"Ingress ns/b RuleConflict"},
 		},
 		{
+			name:   "server TLS settings do not wrap the client's TLS",
+			svcAnn: map[string]string{"haproxy.org/server-ssl": "true"},
+			ings:   []*networkingv1.Ingress{webIngress("a", 0, on)},
+			sni:    map[string]string{"a.example": "ns_web_80_passthrough"},
+		},
+		{
 			name:     "an allow-list cannot apply: fail closed",
 			ings:     []*networkingv1.Ingress{webIngress("a", 0, on, "haproxy.org/allow-list=10.0.0.0/8")},
 			sni:      map[string]string{"a.example": "ns_web_80_passthrough"},
@@ -114,8 +120,8 @@ func TestSSLPassthrough(t *testing.T) {
 			}
 			for _, name := range slices.Sorted(maps.Values(tt.sni)) {
 				be := backendByName(t, d, name)
-				if !be.TCP {
-					t.Errorf("backend %s: TCP = false", name)
+				if !be.TCP || be.TLS.SSL {
+					t.Errorf("backend %s: TCP = %v, server SSL = %v", name, be.TCP, be.TLS.SSL)
 				}
 				if got := len(be.Endpoints) == 0; got != tt.failed {
 					t.Errorf("backend %s: no endpoints = %v, want %v", name, got, tt.failed)
