@@ -295,6 +295,9 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 		&params.BindOptionValue{Name: "crt", Value: r.certPath(defaultCertFile)},
 		&params.BindOptionValue{Name: "crt-list", Value: r.certPath(crtListName)},
 	}
+	if st.global.TLS.StrictSNI {
+		opts = append(opts, &params.BindOptionWord{Name: "strict-sni"})
+	}
 	if alpn := cmpOr(st.global.TLS.ALPN, model.DefaultALPN); safeToken(alpn) {
 		opts = append(opts, &params.BindOptionValue{Name: "alpn", Value: alpn})
 	}

@@ -64,6 +64,9 @@ type TLSPolicy struct {
 	// ClientCertOptional lets clients without a certificate in when
 	// ClientCA is set (verify optional instead of required).
 	ClientCertOptional bool
+	// StrictSNI refuses the handshake of a client whose SNI matches no
+	// certificate, instead of serving the default certificate.
+	StrictSNI bool
 }
 
 // BackendTLS says how HAProxy connects to a backend's servers.
@@ -157,6 +160,10 @@ func tlsSettings() []Setting {
 			Name: "client-crt-optional", Example: "true", Scopes: ScopeConfigMap,
 			Doc: "With client-ca: let clients without a certificate in (verify optional) instead of refusing them.",
 		}, boolParser(), func(g *Global, v bool) { g.TLS.ClientCertOptional = v }),
+		globalSetting(Setting{
+			Name: "client-strict-sni", Default: "false", Example: "true", Scopes: ScopeConfigMap,
+			Doc: "Refuse the TLS handshake of a client whose SNI matches no Ingress certificate (HAProxy's strict-sni) instead of serving the default certificate. Passthrough hosts are routed before and are not affected.",
+		}, boolParser(), func(g *Global, v bool) { g.TLS.StrictSNI = v }),
 		globalSetting(Setting{
 			Name: "tls-alpn", Example: "h2,http/1.1", Scopes: ScopeConfigMap,
 			Doc: "ALPN protocols offered by the https frontend (default h2,http/1.1).",
