@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 func TestClientStrictSNI(t *testing.T) {
 	e := newEnv(t)
 	ca := newTestCA(t, "Strict CA")
-	web := feEchoPod(t, "strict-0", 98, 10)
+	web := feEchoPod(t, "strict-0", 98, 50)
 	e.service("web", nil, web.Pod)
 	e.tlsSecret("web-tls", ca.issue(t, "strict.keys.test", "edge"))
 	e.tlsIngress("web", "strict.keys.test", "web", "web-tls", nil)
@@ -37,5 +39,38 @@ func TestClientStrictSNI(t *testing.T) {
 		if subject, err := servedSubject(port, sni); err == nil {
 			t.Errorf("SNI %q: served %q, want the handshake refused", sni, subject)
 		}
+	}
+}
+
+// TestCookiePersistenceNoDynamic: the cookie names the server slot, and a
+// client presenting it stays on that slot's pod.
+func TestCookiePersistenceNoDynamic(t *testing.T) {
+	e := newEnv(t)
+	d := e.startDaemon()
+	p := e.pods("nd", 98, 3)
+	e.service("app", map[string]string{"haproxy.org/cookie-persistence-no-dynamic": "PMSTATIC"}, p[0], p[1], p[2])
+	e.ingress("app", nil, rule{host: "static.keys.test", path: "/", service: "app"})
+	r := d.expectWith("static.keys.test", "/", nil, 200, "")
+	var value string
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == "PMSTATIC" {
+			value = c.Value
+		}
+	}
+	if !strings.HasPrefix(value, "SRV_") {
+		t.Fatalf("cookie PMSTATIC = %q, want a server slot name; headers %v", value, r.header)
+	}
+	pod := r.header.Get("X-Pod")
+	for i := 0; i < 12; i++ {
+		r, err := d.getWith("static.keys.test", "/", map[string]string{"Cookie": "PMSTATIC=" + value})
+		if err != nil || r.status != 200 {
+			t.Fatalf("request %d: %v %d", i, err, r.status)
+		}
+		if got := r.header.Get("X-Pod"); got != pod {
+			t.Fatalf("request %d with %s answered by %s, want %s", i, value, got, pod)
+		}
+	}
+	if got := d.answering("static.keys.test", "/", 9); len(got) != 3 {
+		t.Fatalf("without cookie: answered by %v, want 3 pods", got)
 	}
 }

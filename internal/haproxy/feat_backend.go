@@ -148,7 +148,11 @@ func (r renderer) backendFeatures(w *cfgWriter, b *backend) {
 	if f.TimeoutCheck > 0 {
 		w.set(sec, name, "timeout check", &types.SimpleTimeout{Value: haproxyDuration(f.TimeoutCheck)})
 	}
-	if f.Cookie != "" {
+	switch {
+	case f.Cookie != "" && f.CookieStatic:
+		// Each server line carries its own name as cookie (render.go).
+		w.set(sec, name, "cookie", &types.Cookie{Name: f.Cookie, Type: "insert", Indirect: true, Nocache: true})
+	case f.Cookie != "":
 		w.set(sec, name, "cookie", &types.Cookie{Name: f.Cookie, Type: "insert", Indirect: true, Nocache: true, Dynamic: true})
 		w.set(sec, name, "dynamic-cookie-key", &types.StringC{Value: cookieKey(name)})
 	}

@@ -374,8 +374,12 @@ func (r renderer) backend(w *cfgWriter, b *backend) {
 		}
 	}
 	servers := make([]types.Server, len(b.slots))
+	static := !b.spec.TCP && b.spec.Features.Cookie != "" && b.spec.Features.CookieStatic
 	for i, s := range b.slots {
 		servers[i] = serverLine(i, s)
+		if static {
+			servers[i].Params = append(servers[i].Params, &params.ServerOptionValue{Name: "cookie", Value: servers[i].Name})
+		}
 	}
 	if len(servers) > 0 {
 		w.set(parser.Backends, name, "server", servers)

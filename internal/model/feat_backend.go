@@ -32,6 +32,9 @@ type BackendFeatures struct {
 
 	// Cookie is the cookie-persistence cookie name; "" = no persistence.
 	Cookie string
+	// CookieStatic: the cookie's value is the server slot's name
+	// (cookie-persistence-no-dynamic) instead of a hash of its address.
+	CookieStatic bool
 
 	// SrcIPHeader is the header whose value replaces the client address
 	// before access lists and rate limiting; "" = the connection's source.
@@ -128,6 +131,9 @@ type backendFeatureDraft struct {
 	authType   string
 	authSecret string // NAME or NAMESPACE/NAME
 	authRealm  string
+	// staticCookie is cookie-persistence-no-dynamic, which gives way to
+	// cookie-persistence (finishFeatures).
+	staticCookie string
 }
 
 // guardedSetting is backendSetting for a security-relevant key: an invalid
@@ -178,6 +184,10 @@ func backendFeatureSettings() []Setting {
 			Name: "cookie-persistence", Example: "SERVERID", Scopes: backendScopes,
 			Doc: "Sticky sessions: name of the cookie inserted to pin a client to a pod. The value is derived from the pod address (dynamic cookies), so it survives endpoint changes and reloads.",
 		}, cookieNameParser(), func(b *backendDraft, v string) { b.Features.Cookie = v }),
+		backendSetting(Setting{
+			Name: "cookie-persistence-no-dynamic", Example: "SERVERID", Scopes: backendScopes,
+			Doc: "Sticky sessions with a static cookie: its value names the server slot (SRV_1, SRV_2, ...) rather than a hash of the pod address. A pod keeps its slot while it lives, but the same pod may hold another slot on another edge host or after a restart. cookie-persistence wins when both are set.",
+		}, cookieNameParser(), func(b *backendDraft, v string) { b.feat.staticCookie = v }),
 
 		// Client identity.
 		guardedSetting(Setting{
@@ -247,6 +257,14 @@ func backendFeatureSettings() []Setting {
 // object: the auth Secret.
 func (b *builder) finishFeatures(d *backendDraft, st *backendState) {
 	f := d.feat
+	switch {
+	case f.staticCookie == "":
+	case d.Features.Cookie == "":
+		d.Features.Cookie, d.Features.CookieStatic = f.staticCookie, true
+	case d.Features.Cookie != f.staticCookie:
+		b.userProblem(st, ReasonAnnotationConflict, "cookie-persistence %s and cookie-persistence-no-dynamic %s both apply to backend %s: the dynamic cookie %s is used",
+			d.Features.Cookie, f.staticCookie, st.name, d.Features.Cookie)
+	}
 	if f.authType == "" {
 		return
 	}
@@ -675,7 +693,11 @@ func dumpBackendFeatures(w *strings.Builder, b *Backend) {
 		line("abortonclose")
 	}
 	if f.Cookie != "" {
-		line("cookie-persistence %s", f.Cookie)
+		if f.CookieStatic {
+			line("cookie-persistence-no-dynamic %s", f.Cookie)
+		} else {
+			line("cookie-persistence %s", f.Cookie)
+		}
 	}
 	if f.SrcIPHeader != "" {
 		line("src-ip-header %s", f.SrcIPHeader)
