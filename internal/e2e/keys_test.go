@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,4 +76,42 @@ func TestCookiePersistenceNoDynamic(t *testing.T) {
 	if got := d.answering("static.keys.test", "/", 9); len(got) != 3 {
 		t.Fatalf("without cookie: answered by %v, want 3 pods", got)
 	}
+}
+
+// TestLogFormatTCP: a TCP service's connections are logged in the
+// log-format-tcp format, HTTP requests still in log-format.
+func TestLogFormatTCP(t *testing.T) {
+	e := newEnv(t)
+	logs := feSyslog(t)
+	port := testenv.FreePort(t)
+	e.configMap("cm", map[string]string{
+		"syslog-server":  "address:127.0.0.1, port:" + strconv.Itoa(logs.port) + ", facility:local0",
+		"log-format":     "perimeter-http %ST %b",
+		"log-format-tcp": "perimeter-tcp %ft %b",
+	})
+	e.configMap("tcp", map[string]string{strconv.Itoa(port): e.ns + "/raw:80"})
+	pod := feEchoPod(t, "lt-0", 98, 30)
+	e.service("raw", nil, pod.Pod)
+	e.ingress("raw", nil, rule{host: "raw.keys.test", path: "/", service: "raw"})
+	d := e.startDaemon("--configmap="+e.ns+"/cm", "--configmap-tcp-services="+e.ns+"/tcp")
+
+	testenv.Eventually(t, 15*time.Second, func() error {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, "GET / HTTP/1.0\r\nHost: raw\r\n\r\n"); err != nil {
+			return err
+		}
+		b, err := io.ReadAll(conn)
+		if err != nil || !strings.Contains(string(b), "X-Pod: lt-0") {
+			return fmt.Errorf("TCP service answer %q, %v", b, err)
+		}
+		return nil
+	})
+	logs.expect(t, fmt.Sprintf("perimeter-tcp tcp_%d tcp%d_%s_raw_80", port, port, e.ns))
+	d.feExpect("GET", "raw.keys.test", "/", nil, 200, nil)
+	logs.expect(t, "perimeter-http 200 "+e.ns+"_raw_80")
 }

@@ -97,9 +97,7 @@ func (r renderer) headFeatures(text string, st *state) string {
 		for _, h := range r.tcpHosts {
 			fmt.Fprintf(&b, "  bind %s%s\n", net.JoinHostPort(h, strconv.Itoa(t.Port)), r.tcpBindTLS(t))
 		}
-		if logging {
-			b.WriteString("  option tcplog\n")
-		}
+		b.WriteString(r.tcpLogLine(g, logging))
 		fmt.Fprintf(&b, "  default_backend %s\n", t.Backend)
 	}
 	if r.passthroughOn(st) {
@@ -136,4 +134,17 @@ func syslogLine(s model.SyslogServer) (string, bool) {
 	}
 	l := strings.Join(parts, " ")
 	return l, safeWords(l)
+}
+
+// tcpLogLine is how a mode tcp frontend logs when logging is on: the
+// log-format-tcp line, else option tcplog (the defaults' HTTP format does
+// not apply to TCP).
+func (r renderer) tcpLogLine(g model.Global, logging bool) string {
+	switch {
+	case !logging:
+		return ""
+	case g.Log.FormatTCP != "" && lineSafe(g.Log.FormatTCP):
+		return "  log-format " + quoteArg(g.Log.FormatTCP) + "\n"
+	}
+	return "  option tcplog\n"
 }

@@ -75,9 +75,7 @@ func (r renderer) passthroughSections(st *state, logging bool) string {
 		}
 		fmt.Fprintf(&b, "  tcp-request connection expect-proxy layer4 if %s\n", aclProxySource)
 	}
-	if logging {
-		b.WriteString("  option tcplog\n")
-	}
+	b.WriteString(r.tcpLogLine(st.global, logging))
 	found := "{ var(sess.passthrough) -m found }"
 	fmt.Fprintf(&b, "  tcp-request inspect-delay %s\n", helloWait)
 	b.WriteString("  tcp-request content set-var(sess.sni) req.ssl_sni,lower if { req.ssl_hello_type 1 }\n")

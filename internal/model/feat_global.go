@@ -18,6 +18,9 @@ type LogSettings struct {
 	Servers [MaxSyslogServers]SyslogServer
 	// Format is log-format (one line, printable); empty is HAProxy's httplog.
 	Format string
+	// FormatTCP is log-format-tcp, the same for the mode tcp frontends
+	// (TCP services, ssl-passthrough); empty is HAProxy's tcplog.
+	FormatTCP string
 	// LogNull is dontlognull=false: zero keeps HAProxy from logging
 	// connections that sent nothing.
 	LogNull bool
@@ -52,6 +55,10 @@ func globalFeatureSettings() []Setting {
 			Name: "log-format", Scopes: ScopeConfigMap, Example: "%ci:%cp [%tr] %ft %b/%s %ST %B %hr",
 			Doc: "Log format of HTTP traffic (HAProxy log-format, one line); unset: option httplog.",
 		}, logFormatParser(), func(g *Global, v string) { g.Log.Format = v }),
+		globalSetting(Setting{
+			Name: "log-format-tcp", Scopes: ScopeConfigMap, Example: "%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts",
+			Doc: "Log format of the TCP frontends (TCP services and ssl-passthrough; HAProxy log-format, one line); unset: option tcplog.",
+		}, logFormatParser(), func(g *Global, v string) { g.Log.FormatTCP = v }),
 		globalSetting(Setting{
 			Name: "dontlognull", Scopes: ScopeConfigMap, Default: "true", Example: "false",
 			Doc: "Do not log connections that send no data.",
@@ -224,6 +231,9 @@ func dumpGlobalFeatures(w *strings.Builder, d *Desired) {
 	}
 	if g.Log.Format != "" {
 		fmt.Fprintf(w, "  log-format %q\n", g.Log.Format)
+	}
+	if g.Log.FormatTCP != "" {
+		fmt.Fprintf(w, "  log-format-tcp %q\n", g.Log.FormatTCP)
 	}
 	if g.Log.LogNull {
 		w.WriteString("  dontlognull false\n")
