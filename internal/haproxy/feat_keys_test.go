@@ -31,7 +31,9 @@ func TestUnusedCertificateRemovedWithoutReload(t *testing.T) {
 		t.Fatalf("removing a certificate reloaded: %+v", res)
 	}
 	cmds := u.rt.take()
-	if !slices.ContainsFunc(cmds, func(c string) bool { return strings.HasPrefix(c, "del ssl cert ") && strings.HasSuffix(c, "ns_a-tls.pem") }) {
+	if !slices.ContainsFunc(cmds, func(c string) bool {
+		return strings.HasPrefix(c, "del ssl cert ") && strings.HasSuffix(c, "ns_a-tls.pem")
+	}) {
 		t.Errorf("runtime commands %q do not delete the certificate", cmds)
 	}
 	if _, err := os.Stat(cert); !os.IsNotExist(err) {
