@@ -188,7 +188,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.EmptyIngressClass, "empty-ingress-class", false, "with --ingress.class, also serve Ingresses without a class")
 	fs.Var(listFlag{&c.NamespaceWhitelist}, "namespace-whitelist", "only watch these namespaces (repeatable or comma-separated)")
 	fs.Var(listFlag{&c.NamespaceBlacklist}, "namespace-blacklist", "ignore these namespaces (repeatable or comma-separated)")
-	fs.Var(listFlag{&c.ConfigSnippets}, "config-snippets", "enable config snippets of these kinds: global, backend (default: none)")
+	fs.Var(listFlag{&c.ConfigSnippets}, "config-snippets", "enable config snippets of these kinds: global, backend, frontend, stats (default: none)")
 	fs.Var(listFlag{&c.DisableConfigSnippets}, "disable-config-snippets", "disable config snippets of these kinds even when --config-snippets enables them: all, global, backend, frontend")
 	fs.BoolVar(&c.AllowCrossNamespaceHosts, "allow-cross-namespace-hosts", false, "let Ingresses of different namespaces share a host (default: a host belongs to the namespace of its oldest Ingress)")
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "keep the X-Forwarded-For header clients send, for an edge behind trusted proxies (default: a forwarded-for backend sees only the address HAProxy saw)")
@@ -344,8 +344,8 @@ func (c *Config) Validate() error {
 		bad("disable-ipv6", "", "", "with disable-ipv4 too, nothing is left to bind")
 	}
 	for _, s := range c.ConfigSnippets {
-		if s != "global" && s != "backend" {
-			bad("config-snippets", strconv.Quote(s), s, "unknown kind (want global, backend)")
+		if s != "global" && s != "backend" && s != "frontend" && s != "stats" {
+			bad("config-snippets", strconv.Quote(s), s, "unknown kind (want global, backend, frontend, stats)")
 		}
 	}
 	for _, s := range c.DisableConfigSnippets {

@@ -104,7 +104,7 @@ func TestFileErrors(t *testing.T) {
 		{"invalid AS", "bgp-local-as: 0\n", nil, 1, "bgp-local-as", "want a number from 1 to 4294967295"},
 		{"invalid value (Validate)", "log: info\nconfigmap: nonamespace\n", nil, 2, "configmap", `want NAMESPACE/NAME, got "nonamespace"`},
 		{"invalid log level", "log: loud\n", nil, 1, "log", "want debug, info, warn or error"},
-		{"invalid list item at its line", "config-snippets:\n  - global\n  - frontend\n", nil, 3, "config-snippets", "unknown kind"},
+		{"invalid list item at its line", "config-snippets:\n  - global\n  - frontends\n", nil, 3, "config-snippets", "unknown kind"},
 		{"invalid port", "controller-port: 70000\n", nil, 1, "controller-port", "not a port"},
 		{"duplicate key", "log: info\nhttp-bind-port: 80\nlog: debug\n", nil, 3, "log", "duplicate key (first set at line 1)"},
 		{"duplicate through alias", "configmap-errorfiles: a/b\nconfigmap-errorfile: a/c\n", nil, 2, "configmap-errorfile", "duplicate key"},

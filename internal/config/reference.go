@@ -34,7 +34,7 @@ var examples = map[string]any{
 	"namespace-blacklist":     []string{"kube-system"},
 	"default-backend-service": "default/fallback",
 	"default-ssl-certificate": "default/wildcard-tls",
-	"config-snippets":         []string{"global", "backend"},
+	"config-snippets":         []string{"global", "backend", "frontend", "stats"},
 	"publish-address":         []string{"203.0.113.10"},
 	"bgp-local-as":            64512,
 	"bgp-router-id":           "198.51.100.10",

@@ -115,3 +115,38 @@ func TestLogFormatTCP(t *testing.T) {
 	d.feExpect("GET", "raw.keys.test", "/", nil, 200, nil)
 	logs.expect(t, "perimeter-http 200 "+e.ns+"_raw_80")
 }
+
+// TestFrontendAndStatsSnippets: with --config-snippets=frontend,stats the
+// operator's frontend-config-snippet acts on every host and
+// stats-config-snippet on the stats page; a frontend snippet HAProxy
+// rejects keeps the previous global settings and blocks nothing else.
+func TestFrontendAndStatsSnippets(t *testing.T) {
+	e := newEnv(t)
+	e.configMap("cm", map[string]string{
+		"frontend-config-snippet": "http-response set-header X-Edge-Snippet on",
+		"stats-config-snippet":    "stats show-desc perimeter-e2e-stats",
+	})
+	d := e.startDaemon("--configmap="+e.ns+"/cm", "--config-snippets=frontend,stats")
+	pod := feEchoPod(t, "fs-0", 98, 40)
+	e.service("fs", nil, pod.Pod)
+	e.ingress("one", nil, rule{host: "one.keys.test", path: "/", service: "fs"})
+	snippet := func(r response) error { return feHeader(r, "X-Edge-Snippet", "on") }
+	d.feExpect("GET", "one.keys.test", "/", nil, 200, snippet)
+	testenv.Eventually(t, 15*time.Second, func() error {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/stats", d.statsPort))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(b), "perimeter-e2e-stats") {
+			return fmt.Errorf("stats page (status %d) lacks the snippet's description", resp.StatusCode)
+		}
+		return nil
+	})
+
+	e.configMap("cm", map[string]string{"frontend-config-snippet": "http-request no-such-action"})
+	e.ingress("two", nil, rule{host: "two.keys.test", path: "/", service: "fs"})
+	d.feExpect("GET", "two.keys.test", "/", nil, 200, snippet)
+	d.feExpect("GET", "one.keys.test", "/", nil, 200, snippet)
+}

@@ -315,7 +315,9 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 				}
 				tb.slots = assignSlots(prev, tb.endpoints, fb.Slots)
 				blamed = true
-			case (kind == "global" || kind == "defaults") && target.global != cur.global:
+			case (kind == "global" || kind == "defaults" || kind == "frontend") && target.global != cur.global:
+				// A frontend rejected while the global settings change:
+				// the frontend and stats snippets are global settings.
 				problems = append(problems, model.Problem{
 					Object:  model.ObjectRef{Kind: "ConfigMap"},
 					Reason:  ReasonConfigRejected,

@@ -89,6 +89,15 @@ func (r renderer) headFeatures(text string, st *state) string {
 		capture = append(capture, fmt.Sprintf("declare capture request len %d", st.extras.captureLen))
 	}
 	text = insertLines(text, "frontend http from "+defaultsName, capture)
+	// The operator's frontend snippets come first in their sections, so
+	// the routing rules below still decide the backend.
+	if s := g.FrontendSnippet; s != "" && lineSafe(strings.ReplaceAll(s, "\n", " ")) {
+		text = insertLines(text, "frontend http from "+defaultsName, strings.Split(s, "\n"))
+		text = insertLines(text, "frontend https from "+defaultsName, strings.Split(s, "\n"))
+	}
+	if s := g.StatsSnippet; s != "" && lineSafe(strings.ReplaceAll(s, "\n", " ")) {
+		text = insertLines(text, "frontend stats from "+defaultsName, strings.Split(s, "\n"))
+	}
 
 	var b strings.Builder
 	b.WriteString(text)

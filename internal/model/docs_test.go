@@ -125,7 +125,9 @@ const annotationsNotes = `
 
 ` + "`global-config-snippet`" + ` and ` + "`backend-config-snippet`" + ` are raw HAProxy directives. They are ignored
 (with a SnippetDisabled Event on the object that sets them) unless ` + "`--config-snippets=global,backend`" + ` enables
-them; there are no frontend snippets. A line that would open a new section (` + "`backend`, `frontend`, `global`" + `, ...)
+them. The operator's ` + "`frontend-config-snippet`" + ` (http and https frontends) and ` + "`stats-config-snippet`" + ` (ConfigMap
+only) need ` + "`frontend`" + ` and ` + "`stats`" + ` in ` + "`--config-snippets`" + `; a frontend that ` + "`haproxy -c`" + ` rejects after such a
+change keeps the previous global settings. A line that would open a new section (` + "`backend`, `frontend`, `global`" + `, ...)
 or a conditional block (` + "`.if`" + `) is refused. A backend snippet that ` + "`haproxy -c`" + ` rejects is dropped from its
 backend alone, which keeps its other settings, and a ConfigRejected Event names the object that set it (an
 Ingress's snippet is on that Ingress's own backend variant: other Ingresses of the Service keep theirs).

@@ -196,6 +196,15 @@ func (b *builder) snippetSwitch() {
 		b.d.Global.ConfigSnippet = ""
 		b.problem(cmRef, ReasonSnippetDisabled, "key global-config-snippet ignored: global snippets are off (--config-snippets=global enables them)")
 	}
+	for _, s := range []struct {
+		kind, key string
+		v         *string
+	}{{"frontend", "frontend-config-snippet", &b.d.Global.FrontendSnippet}, {"stats", "stats-config-snippet", &b.d.Global.StatsSnippet}} {
+		if *s.v != "" && !enabled(s.kind) {
+			*s.v = ""
+			b.problem(cmRef, ReasonSnippetDisabled, "key %s ignored: %s snippets are off (--config-snippets=%s enables them)", s.key, s.kind, s.kind)
+		}
+	}
 	for _, be := range b.d.Backends {
 		if len(be.HTTP.Snippet) == 0 {
 			continue
@@ -240,6 +249,12 @@ func dumpGlobalFeatures(w *strings.Builder, d *Desired) {
 	}
 	if g.ConfigSnippet != "" {
 		fmt.Fprintf(w, "  global-config-snippet %q\n", g.ConfigSnippet)
+	}
+	if g.FrontendSnippet != "" {
+		fmt.Fprintf(w, "  frontend-config-snippet %q\n", g.FrontendSnippet)
+	}
+	if g.StatsSnippet != "" {
+		fmt.Fprintf(w, "  stats-config-snippet %q\n", g.StatsSnippet)
 	}
 	for _, p := range d.ErrorPages {
 		fmt.Fprintf(w, "  errorfile %d %q\n", p.Code, p.Content)

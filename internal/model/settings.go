@@ -312,6 +312,7 @@ var settings = func() []Setting {
 	list = append(list, tlsSettings()...)
 	list = append(list, canarySettings()...)
 	list = append(list, passthroughSettings()...)
+	list = append(list, frontendSnippetSettings()...)
 	for i := range list {
 		s := &list[i]
 		if s.bind != nil {

@@ -54,7 +54,8 @@ type Options struct {
 	NamespaceWhitelist []string
 	NamespaceBlacklist []string
 	// ConfigSnippets lists the snippet kinds enabled by --config-snippets
-	// ("global", "backend"); snippets are ignored unless named here.
+	// ("global", "backend", "frontend", "stats"); snippets are ignored
+	// unless named here.
 	ConfigSnippets []string
 	// DefaultSSLCertificate is --default-ssl-certificate as NAMESPACE/NAME
 	// (the ConfigMap's ssl-certificate wins); DefaultCertificate is the PEM
@@ -162,6 +163,10 @@ type Global struct {
 	// ConfigSnippet is global-config-snippet, one directive per line; empty
 	// unless --config-snippets enables "global".
 	ConfigSnippet string
+	// FrontendSnippet (frontend-config-snippet, the http and https
+	// frontends) and StatsSnippet (stats-config-snippet): one directive per
+	// line; empty unless --config-snippets enables "frontend", "stats".
+	FrontendSnippet, StatsSnippet string
 }
 
 // Backend is one Service port. Every field is already validated: renderers
