@@ -37,7 +37,7 @@ var sslPassthrough = newHandle(boolParser())
 
 func passthroughSettings() []Setting {
 	return []Setting{sslPassthrough.register(Setting{
-		Name: "ssl-passthrough", Example: "true", Default: "false", Runtime: true, Scopes: ScopeConfigMap | ScopeIngress | ScopeService,
+		Name: "ssl-passthrough", Example: "true", Default: "false", Scopes: ScopeConfigMap | ScopeIngress | ScopeService,
 		Doc: "Pass TLS through to the pods, which terminate it with their own certificate: HTTPS connections are routed by SNI to a mode tcp backend of the rule's Service port, " +
 			"without reading the requests (paths, HTTP annotations and plain-HTTP routing do not apply to these hosts). On a Service: the rules routing to it. " +
 			"A new passthrough host is a map entry at run time; a new passthrough backend, and the first passthrough host, reload.",
