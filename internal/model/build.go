@@ -121,8 +121,10 @@ type builder struct {
 	nsDefaults map[string]string
 	// secrets indexes the snapshot's Secrets once (secret).
 	secrets map[nsName]*corev1.Secret
-	// passthroughHosts are the ssl-passthrough hosts and their backends.
+	// passthroughHosts are the ssl-passthrough hosts and their backends;
+	// httpHosts the first Ingress routing each host over HTTP.
 	passthroughHosts map[string]claim
+	httpHosts        map[string]*networkingv1.Ingress
 }
 
 func newBuilder(s *Snapshot, o Options) *builder {
@@ -268,6 +270,12 @@ func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 				continue
 			}
 			b.claims[key] = claim{ing: ing, backend: name}
+			if _, ok := b.httpHosts[rule.Host]; !ok {
+				if b.httpHosts == nil {
+					b.httpHosts = map[string]*networkingv1.Ingress{}
+				}
+				b.httpHosts[rule.Host] = ing
+			}
 			if _, ok := b.hostOwners[rule.Host]; !ok && rule.Host != "" {
 				b.hostOwners[rule.Host] = ing.Namespace
 			}

@@ -69,6 +69,18 @@ func (b *builder) passthroughRule(ing *networkingv1.Ingress, host, name, svc str
 		b.problem(ref, ReasonInvalidPassthrough, "ssl-passthrough routes by TLS server name: a rule without host cannot be passed through; the path is ignored")
 		return
 	}
+	// Passthrough takes every HTTPS connection for the host: only from the
+	// host's owner namespace (whatever --allow-cross-namespace-hosts says),
+	// and not away from an older Ingress that routes the host over HTTP.
+	if owner, ok := b.hostOwners[host]; ok && owner != ing.Namespace {
+		b.problem(ref, ReasonRuleConflict, "host %q is taken by another namespace; ssl-passthrough for it is ignored", host)
+		return
+	}
+	if first := b.httpHosts[host]; first != nil && first != ing {
+		b.problem(ref, ReasonRuleConflict, "host %q is served by older Ingress %s with TLS terminated by HAProxy; ssl-passthrough for it is ignored",
+			host, first.Name)
+		return
+	}
 	tcpName := name + PassthroughSuffix
 	if c, taken := b.passthroughHosts[host]; taken {
 		if c.backend != tcpName {

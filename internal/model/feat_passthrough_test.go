@@ -13,6 +13,7 @@ func TestSSLPassthrough(t *testing.T) {
 	tests := []struct {
 		name     string
 		cm       []string
+		opts     Options
 		svcAnn   map[string]string
 		ings     []*networkingv1.Ingress
 		sni      map[string]string // MapSSLPassthrough; nil: none
@@ -77,6 +78,25 @@ func TestSSLPassthrough(t *testing.T) {
 			problems: []string{"Ingress ns/b PassthroughHost"},
 		},
 		{
+			name: "a younger Ingress cannot pass through a host an older one terminates",
+			ings: []*networkingv1.Ingress{
+				ingress("ns", "a", 0, rule("x.example", path("/", "Prefix", "web", 80))),
+				withAnnotations(ingress("ns", "b", 1, rule("x.example", path("/", "Prefix", "web", 8443))), on),
+			},
+			routes:   []string{"x.example"},
+			problems: []string{"Ingress ns/b RuleConflict"},
+		},
+		{
+			name: "another namespace cannot pass through a host, even when hosts are shared",
+			opts: Options{AllowCrossNamespaceHosts: true},
+			ings: []*networkingv1.Ingress{
+				withAnnotations(ingress("ns", "a", 0, rule("x.example", path("/", "Prefix", "web", 80))), on),
+				withAnnotations(ingress("other", "b", 1, rule("x.example", path("/", "Prefix", "web", 80))), on),
+			},
+			sni:      map[string]string{"x.example": "ns_web_80_passthrough"},
+			problems: []string{"Ingress other/b RuleConflict"},
+		},
+		{
 			name: "two passthrough backends for one host: the oldest wins",
 			ings: []*networkingv1.Ingress{
 				withAnnotations(ingress("ns", "a", 0, rule("x.example", path("/", "Prefix", "web", 80))), on),
@@ -107,7 +127,7 @@ func TestSSLPassthrough(t *testing.T) {
 			if tt.cm != nil {
 				s.ConfigMap = configMap(tt.cm...)
 			}
-			d := Build(s, Options{})
+			d := Build(s, tt.opts)
 			if got := d.Maps[MapSSLPassthrough]; !maps.Equal(got, tt.sni) || (got == nil) != (tt.sni == nil) {
 				t.Errorf("passthrough map = %v, want %v", got, tt.sni)
 			}
