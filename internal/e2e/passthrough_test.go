@@ -78,6 +78,27 @@ func TestSSLPassthrough(t *testing.T) {
 		t.Fatalf("a second passthrough host for an existing backend reloaded HAProxy: %d -> %d reloads", before, after)
 	}
 	expectPassthrough("vault.pt.test")
+
+	// A reload moves the https frontend's Unix socket to the new worker:
+	// both kinds of host keep working.
+	e.annotate("Service", "web", map[string]string{"haproxy.org/load-balance": "leastconn"})
+	testenv.Eventually(t, 15*time.Second, func() error {
+		if n := d.reloads(); n <= before {
+			return fmt.Errorf("reloads %d, waiting for more than %d", n, before)
+		}
+		return nil
+	})
+	expectPassthrough("second.pt.test")
+	testenv.Eventually(t, 15*time.Second, func() error {
+		a, err := httpsGet(port, "web.pt.test", "web.pt.test", "/", nil)
+		if err != nil {
+			return err
+		}
+		if a.status != 200 || a.pod != "web-0" || a.subject != "web.pt.test/edge" {
+			return fmt.Errorf("terminated host after a reload: status %d pod %q certificate %q", a.status, a.pod, a.subject)
+		}
+		return nil
+	})
 }
 
 func podSubject(cn string) pkix.Name { return pkix.Name{CommonName: cn, Organization: []string{"pod"}} }
