@@ -789,7 +789,11 @@ func (t *tlsBuilder) reportUsers(be *Backend, st *backendState, k nsName, r cert
 // dumpTLS writes the TLS part of Desired for Dump.
 func dumpTLS(w *strings.Builder, d *Desired) {
 	p := d.Global.TLS
-	fmt.Fprintf(w, "\ntls alpn=%s min=%s client-optional=%t\n", p.ALPN, p.MinVersion, p.ClientCertOptional)
+	fmt.Fprintf(w, "\ntls alpn=%s min=%s client-optional=%t", p.ALPN, p.MinVersion, p.ClientCertOptional)
+	if p.StrictSNI {
+		w.WriteString(" strict-sni")
+	}
+	w.WriteString("\n")
 	if p.Ciphers != "" || p.Ciphersuites != "" {
 		fmt.Fprintf(w, "  ciphers %s\n  ciphersuites %s\n", p.Ciphers, p.Ciphersuites)
 	}
