@@ -123,7 +123,7 @@ type builder struct {
 	secrets map[nsName]*corev1.Secret
 	// passthroughHosts are the ssl-passthrough hosts and their backends;
 	// httpHosts the first Ingress routing each host over HTTP.
-	passthroughHosts map[string]claim
+	passthroughHosts map[string]passthroughClaim
 	httpHosts        map[string]*networkingv1.Ingress
 }
 

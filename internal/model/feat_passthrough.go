@@ -81,23 +81,31 @@ func (b *builder) passthroughRule(ing *networkingv1.Ingress, host, name, svc str
 			host, first.Name)
 		return
 	}
-	tcpName := name + PassthroughSuffix
 	if c, taken := b.passthroughHosts[host]; taken {
-		if c.backend != tcpName {
+		if c.base != name+PassthroughSuffix {
 			b.problem(ref, ReasonRuleConflict, "host %q is passed through to %s by Ingress %s/%s already; this path (Service %s) is ignored",
 				host, c.backend, c.ing.Namespace, c.ing.Name, svc)
 		}
 		return
 	}
 	if b.passthroughHosts == nil {
-		b.passthroughHosts = map[string]claim{}
+		b.passthroughHosts = map[string]passthroughClaim{}
 	}
-	b.passthroughHosts[host] = claim{ing: ing, backend: tcpName}
 	if _, ok := b.hostOwners[host]; !ok {
 		b.hostOwners[host] = ing.Namespace
 	}
-	st := b.useBackend(tcpName, ing.Namespace, svc, port, ing)
+	// The Ingress's own variant of the passthrough backend, as for its
+	// HTTP routes (variants.go).
+	st := b.useBackend(name+PassthroughSuffix, ing.Namespace, svc, port, ing)
 	st.passthrough = true
+	b.passthroughHosts[host] = passthroughClaim{claim: claim{ing: ing, backend: st.name}, base: st.base}
+}
+
+// passthroughClaim is the Ingress passing a host through, with its backend
+// variant and that variant's base name.
+type passthroughClaim struct {
+	claim
+	base string
 }
 
 // passthroughMap fills MapSSLPassthrough and tells the Ingresses with

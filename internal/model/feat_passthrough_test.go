@@ -3,7 +3,9 @@ package model
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 )
@@ -171,5 +173,30 @@ func TestSSLPassthroughRefresh(t *testing.T) {
 		if !be.TCP || len(be.Endpoints) != tt.want {
 			t.Errorf("%v: refreshed passthrough backend: TCP=%v endpoints=%v, want %d", tt.ann, be.TCP, be.Endpoints, tt.want)
 		}
+	}
+}
+
+// Passthrough Ingresses with their own backend settings get their own
+// variant of the passthrough backend, as HTTP routes do.
+func TestSSLPassthroughVariants(t *testing.T) {
+	s := canarySnapshot(
+		webIngress("a", 0, "haproxy.org/ssl-passthrough=true"),
+		webIngress("b", 1, "haproxy.org/ssl-passthrough=true", "haproxy.org/check-interval=5s"),
+	)
+	d := Build(s, Options{})
+	m := d.Maps[MapSSLPassthrough]
+	if m["a.example"] != "ns_web_80_passthrough" || !strings.HasPrefix(m["b.example"], "ns_web_80_passthrough__") {
+		t.Fatalf("passthrough map = %v, want a variant for b", m)
+	}
+	for _, name := range m {
+		if be := backendByName(t, d, name); !be.TCP || len(be.Endpoints) != 1 {
+			t.Errorf("backend %s: TCP=%v endpoints=%v", name, be.TCP, be.Endpoints)
+		}
+	}
+	if be := backendByName(t, d, m["b.example"]); be.CheckInterval != 5*time.Second {
+		t.Errorf("b's variant check-interval = %v, want 5s", be.CheckInterval)
+	}
+	if p := problemsOf(d); len(p) != 0 {
+		t.Errorf("problems: %v", p)
 	}
 }
