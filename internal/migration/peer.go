@@ -216,8 +216,8 @@ var peerKeys = []peerKey{
 	{name: "server-slots", v110: cis, v3: cis},
 	{name: "backend-config-snippet", v110: cis, v3: cis, note: "off unless `--config-snippets=backend`; validated, a bad one is dropped for its backend only"},
 	{name: "cr-backend", v110: cis, v3: cis, note: "no custom resources (below)"},
-	{name: "standalone-backend", v3: is, note: "not implemented"},
-	{name: "route-acl", v110: s, v3: s, note: "not implemented: `perimeter.io/canary-*` splits by weight"},
+	{name: "standalone-backend", v3: is, note: "a backend variant of the Ingress's own, named like the other variants; Ingresses with different settings get one anyway"},
+	{name: "route-acl", v110: s, v3: s, note: "not implemented: an ACL is a sample expression the allow-list would have to cover, and a route per ACL in the frontends; `perimeter.io/canary-*` splits by weight"},
 	{name: "ingress.class", v110: i, v3: i, outside: true, note: "also `kubernetes.io/ingress.class`"},
 }
 

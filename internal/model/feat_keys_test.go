@@ -55,3 +55,40 @@ func TestCookiePersistenceNoDynamic(t *testing.T) {
 		})
 	}
 }
+
+func TestStandaloneBackend(t *testing.T) {
+	const on = "haproxy.org/standalone-backend=true"
+	for _, tt := range []struct {
+		name     string
+		svcAnn   map[string]string
+		ings     []*networkingv1.Ingress
+		backends int
+	}{
+		{"shared", nil, []*networkingv1.Ingress{webIngress("a", 0), webIngress("b", 1)}, 1},
+		{"one standalone", nil, []*networkingv1.Ingress{webIngress("a", 0, on), webIngress("b", 1)}, 2},
+		{"both standalone, same settings", nil, []*networkingv1.Ingress{webIngress("a", 0, on), webIngress("b", 1, on), webIngress("c", 2)}, 3},
+		{"on the service", map[string]string{"haproxy.org/standalone-backend": "true"}, []*networkingv1.Ingress{webIngress("a", 0), webIngress("b", 1)}, 2},
+		{"the service says no", map[string]string{"haproxy.org/standalone-backend": "false"}, []*networkingv1.Ingress{webIngress("a", 0, on), webIngress("b", 1, on)}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := canarySnapshot(tt.ings...)
+			s.Services[0].Annotations = tt.svcAnn
+			d := Build(s, Options{})
+			n := 0
+			for _, be := range d.Backends {
+				if be.Service == "web" {
+					n++
+					if len(be.Endpoints) != 1 {
+						t.Errorf("backend %s has endpoints %v", be.Name, be.Endpoints)
+					}
+				}
+			}
+			if n != tt.backends {
+				t.Errorf("%d backends for Service web, want %d\n%s", n, tt.backends, Dump(d))
+			}
+			if p := problemsOf(d); len(p) != 0 {
+				t.Errorf("problems: %v", p)
+			}
+		})
+	}
+}

@@ -313,6 +313,7 @@ var settings = func() []Setting {
 	list = append(list, canarySettings()...)
 	list = append(list, passthroughSettings()...)
 	list = append(list, frontendSnippetSettings()...)
+	list = append(list, standaloneSettings()...)
 	for i := range list {
 		s := &list[i]
 		if s.bind != nil {

@@ -41,6 +41,15 @@ const maxBackendName = 200
 // ConfigMap's value or the default, changes nothing and is left out, so
 // Ingresses that differ only there share a backend.
 func (b *builder) variantKey(ns, svc string, ing *networkingv1.Ingress) string {
+	k := b.settingsKey(ns, svc, ing)
+	if ing != nil && b.standalone(ns, svc, ing) {
+		k += "standalone-backend=" + ing.Namespace + "/" + ing.Name + "\x00"
+	}
+	return k
+}
+
+// settingsKey is the part of variantKey the Ingress-scope settings make.
+func (b *builder) settingsKey(ns, svc string, ing *networkingv1.Ingress) string {
 	if ing == nil {
 		return ""
 	}
