@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,4 +151,34 @@ func TestFrontendAndStatsSnippets(t *testing.T) {
 	e.ingress("two", nil, rule{host: "two.keys.test", path: "/", service: "fs"})
 	d.feExpect("GET", "two.keys.test", "/", nil, 200, snippet)
 	d.feExpect("GET", "one.keys.test", "/", nil, 200, snippet)
+}
+
+// TestStandaloneBackend: an Ingress with standalone-backend gets a backend
+// of its own on a shared Service, and both Ingresses are served.
+func TestStandaloneBackend(t *testing.T) {
+	e := newEnv(t)
+	d := e.startDaemon()
+	pod := feEchoPod(t, "sa-0", 98, 60)
+	e.service("shared", nil, pod.Pod)
+	e.ingress("plain", nil, rule{host: "plain.keys.test", path: "/", service: "shared"})
+	e.ingress("own", map[string]string{"haproxy.org/standalone-backend": "true"}, rule{host: "own.keys.test", path: "/", service: "shared"})
+	d.feExpect("GET", "plain.keys.test", "/", nil, 200, nil)
+	d.feExpect("GET", "own.keys.test", "/", nil, 200, nil)
+	prefix := "backend " + e.ns + "_shared_80"
+	testenv.Eventually(t, 15*time.Second, func() error {
+		cfg, err := os.ReadFile(filepath.Join(d.configDir, "haproxy.cfg"))
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, l := range strings.Split(string(cfg), "\n") {
+			if strings.HasPrefix(l, prefix) {
+				n++
+			}
+		}
+		if n != 2 {
+			return fmt.Errorf("%d backends for the shared Service, want 2 (one standalone)", n)
+		}
+		return nil
+	})
 }
