@@ -45,6 +45,7 @@ func ModelOptions(c *config.Config) model.Options {
 
 		AllowCrossNamespaceHosts: c.AllowCrossNamespaceHosts,
 		LocalAddresses:           localAddresses(),
+		DisableExternalName:      c.DisableServiceExternalName,
 	}
 }
 
@@ -79,6 +80,9 @@ func WatchOptions(c *config.Config) kube.WatchOptions {
 		MaxSecretsPerNamespace: c.MaxWatchedSecretsPerNamespace,
 		CoalesceSecrets:        kube.DefaultCoalesceSecrets,
 		Resync:                 c.CacheResyncPeriod,
+		ExternalNames:          !c.DisableServiceExternalName,
+		ExternalNameResolver:   c.ExternalNameResolver,
+		ExternalNameInterval:   c.ExternalNameInterval,
 	}
 }
 

@@ -37,7 +37,6 @@ var noEffect = map[string]string{
 	"experimental":                         "no experimental features (use-ingress-merge: each Ingress keeps its own rules)",
 	"custom-validation-rules":              "custom annotations and their ValidationRules resources are not supported",
 	"enable-custom-annotations-on-ingress": "custom annotations are not supported",
-	"disable-service-external-name":        "ExternalName Services are always refused, with an Event",
 }
 
 // jobModes are the peer's one-shot modes: the daemon ends at once instead
@@ -48,7 +47,7 @@ var jobModes = map[string]bool{"job-check-crd": true, "input-file": true, "outpu
 // peer's command lines are accepted, and otherwise unread.
 type compatFlags struct {
 	test, prometheus, disableQUIC, disableWritingOnlyIfReload bool
-	s6, pebble, gopherd, customOnIngress, disableExternalName bool
+	s6, pebble, gopherd, customOnIngress                      bool
 	jobCheckCRD                                               bool
 	defaultBackendPort, localPeerPort, channelSize            int
 	quicBindPort, quicAnnouncePort                            int
@@ -84,7 +83,6 @@ func (c *Config) compatFlagSet(fs *flag.FlagSet) {
 	fs.StringVar(&p.experimental, "experimental", "", "the peer's experimental features")
 	fs.StringVar(&p.customRules, "custom-validation-rules", "", "the peer's ValidationRules resource, NAMESPACE/NAME")
 	fs.BoolVar(&p.customOnIngress, "enable-custom-annotations-on-ingress", false, "the peer's switch for custom annotations on Ingresses")
-	fs.BoolVar(&p.disableExternalName, "disable-service-external-name", false, "the peer's switch to refuse ExternalName Services")
 	fs.BoolVar(&p.jobCheckCRD, "job-check-crd", false, "the peer's job mode installing its custom resource definitions: prints that there are none and exits 0")
 	fs.StringVar(&p.inputFile, "input-file", "", "the peer's custom resource converter input: refused")
 	fs.StringVar(&p.outputFile, "output-file", "", "the peer's custom resource converter output: refused")
@@ -148,7 +146,7 @@ var compatOrder = []string{"t", "prometheus", "default-backend-port", "localpeer
 	"initial-sync-period", "http-bind-thread", "https-bind-thread", "healthz-bind-thread", "stats-bind-thread",
 	"gateway-controller-name", "disable-quic", "quic-bind-port", "quic-announce-port", "disable-writing-only-if-reload",
 	"with-s6-overlay", "with-pebble", "with-gopherd", "experimental", "custom-validation-rules",
-	"enable-custom-annotations-on-ingress", "disable-service-external-name", "job-check-crd", "input-file", "output-file"}
+	"enable-custom-annotations-on-ingress", "job-check-crd", "input-file", "output-file"}
 
 // NoEffectReason says why a flag accepted from the peer changes nothing,
 // or false when the flag does something (or does not exist).

@@ -22,7 +22,7 @@ func TestPeerFlagsAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.External || !c.Pprof || c.CacheResyncPeriod.String() != "5m0s" || c.PublishService != "haproxy-controller/haproxy-kubernetes-ingress" {
+	if !c.External || !c.Pprof || !c.DisableServiceExternalName || c.CacheResyncPeriod.String() != "5m0s" || c.PublishService != "haproxy-controller/haproxy-kubernetes-ingress" {
 		t.Fatalf("implemented flags not applied: %+v", c)
 	}
 	if got := c.SnippetKinds(); !slices.Equal(got, []string{"global"}) {
@@ -36,7 +36,7 @@ func TestPeerFlagsAccepted(t *testing.T) {
 		flags = append(flags, n.Flag)
 	}
 	want := []string{"--channel-size", "--custom-validation-rules", "--default-backend-port", "--disable-quic",
-		"--disable-service-external-name", "--disable-writing-only-if-reload", "--enable-custom-annotations-on-ingress",
+		"--disable-writing-only-if-reload", "--enable-custom-annotations-on-ingress",
 		"--experimental", "--gateway-controller-name", "--healthz-bind-thread", "--http-bind-thread", "--https-bind-thread",
 		"--initial-sync-period", "--localpeer-port", "--prometheus", "--quic-announce-port", "--quic-bind-port",
 		"--stats-bind-thread", "--with-gopherd", "--with-pebble", "--with-s6-overlay", "-t"}

@@ -44,6 +44,11 @@ type Config struct {
 	// TrustForwardedFor keeps a client's X-Forwarded-For (docs/security.md).
 	AllowCrossNamespaceHosts bool
 	TrustForwardedFor        bool
+	// ExternalName Services: refused, or resolved by the daemon
+	// (docs/features.md).
+	DisableServiceExternalName bool
+	ExternalNameResolver       string
+	ExternalNameInterval       time.Duration
 
 	HTTPBindPort    int
 	HTTPSBindPort   int
@@ -191,6 +196,9 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.Var(listFlag{&c.ConfigSnippets}, "config-snippets", "enable config snippets of these kinds: global, backend, frontend, stats (default: none)")
 	fs.Var(listFlag{&c.DisableConfigSnippets}, "disable-config-snippets", "disable config snippets of these kinds even when --config-snippets enables them: all, global, backend, frontend")
 	fs.BoolVar(&c.AllowCrossNamespaceHosts, "allow-cross-namespace-hosts", false, "let Ingresses of different namespaces share a host (default: a host belongs to the namespace of its oldest Ingress)")
+	fs.BoolVar(&c.DisableServiceExternalName, "disable-service-external-name", false, "refuse ExternalName Services (their backends get no servers, with an Event) instead of routing to the addresses their DNS name resolves to")
+	fs.StringVar(&c.ExternalNameResolver, "external-name-resolver", "", "DNS server, HOST:PORT, that resolves the names of ExternalName Services (default: the host's resolver configuration)")
+	fs.DurationVar(&c.ExternalNameInterval, "external-name-interval", 30*time.Second, "period at which the names of ExternalName Services are resolved again; a changed address is a server change, without a reload")
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "keep the X-Forwarded-For header clients send, for an edge behind trusted proxies (default: a forwarded-for backend sees only the address HAProxy saw)")
 	fs.IntVar(&c.HTTPBindPort, "http-bind-port", 80, "HTTP port")
 	fs.IntVar(&c.HTTPSBindPort, "https-bind-port", 443, "HTTPS port")

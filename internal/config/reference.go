@@ -67,6 +67,7 @@ var notes = map[string]string{
 	"sync-period":                   "Endpoint changes go out through the Runtime API and are never delayed.",
 	"allow-cross-namespace-hosts":   "See [security.md](security.md#hosts-and-paths).",
 	"trust-forwarded-for":           "See [security.md](security.md#request-handling).",
+	"disable-service-external-name": "See [features.md](features.md#externalname-services).",
 	"publish-service":               "--publish-address wins; the Service is read once, at start.",
 	"disable-config-snippets":       "The peer's flag: snippets are off here unless --config-snippets enables them.",
 	"pprof":                         "Profiles reveal the daemon's internals: keep the controller port on loopback.",

@@ -48,6 +48,12 @@ type WatchOptions struct {
 	// Secret, keeping the data of the referenced ones only (secrets.go);
 	// 0: never.
 	CoalesceSecrets int
+	// ExternalNames: look up the DNS names of ExternalName Services
+	// (extname.go), with ExternalNameResolver (HOST:PORT; empty: the
+	// host's resolver) every ExternalNameInterval.
+	ExternalNames        bool
+	ExternalNameResolver string
+	ExternalNameInterval time.Duration
 }
 
 // Watcher owns the informers. Every change to a cached object signals
@@ -69,6 +75,7 @@ type Watcher struct {
 	ingClass  cache.SharedIndexInformer
 
 	configMaps map[string]cache.SharedIndexInformer // NS/NAME -> single-object informer
+	names      *nameResolver                        // nil: ExternalName Services are not resolved
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -134,6 +141,9 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 		w.ingresses = append(w.ingresses, w.notify(f.Networking().V1().Ingresses().Informer()))
 		w.services = append(w.services, w.notify(f.Core().V1().Services().Informer()))
 		w.slices = append(w.slices, w.notifySlices(f.Discovery().V1().EndpointSlices().Informer()))
+	}
+	if opts.ExternalNames {
+		w.names = newNameResolver(opts.ExternalNameResolver, opts.ExternalNameInterval, w.namesChanged)
 	}
 	w.classes = informers.NewSharedInformerFactoryWithOptions(cs, opts.Resync, strip)
 	w.ingClass = w.notify(w.classes.Networking().V1().IngressClasses().Informer())
@@ -221,6 +231,20 @@ func sliceService(o any) (k model.ServiceKey, known, ok bool) {
 	return model.ServiceKey{Namespace: sl.Namespace, Name: name}, true, true
 }
 
+// namesChanged records Services whose ExternalName resolved differently:
+// to the model, the same as a change of their EndpointSlices.
+func (w *Watcher) namesChanged(services []model.ServiceKey) {
+	w.dirtyMu.Lock()
+	if w.dirty.Services == nil {
+		w.dirty.Services = map[model.ServiceKey]bool{}
+	}
+	for _, k := range services {
+		w.dirty.Services[k] = true
+	}
+	w.dirtyMu.Unlock()
+	w.signal()
+}
+
 func (w *Watcher) signal() {
 	select {
 	case w.changed <- struct{}{}:
@@ -241,6 +265,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 		f.Start(ctx.Done())
 	}
 	w.classes.Start(ctx.Done())
+	if w.names != nil {
+		w.names.start(ctx)
+	}
 	for _, infs := range [][]cache.SharedIndexInformer{w.ingresses, w.services, w.slices} {
 		for _, inf := range infs {
 			synced = append(synced, inf.HasSynced)
@@ -466,6 +493,9 @@ func (w *Watcher) Snapshot() *model.Snapshot {
 				s.Services = append(s.Services, svc)
 			}
 		}
+	}
+	if w.names != nil {
+		s.ExternalNames = w.names.want(s.Services)
 	}
 	for _, inf := range w.slices {
 		for _, o := range inf.GetStore().List() {

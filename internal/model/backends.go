@@ -47,7 +47,7 @@ func (b *builder) finishBackend(st *backendState) *Backend {
 	case ReasonServiceNotFound:
 		b.userProblem(st, ReasonServiceNotFound, "Service %s/%s not found; backend %s has no servers", st.namespace, st.service, st.name)
 	case ReasonUnsupportedService:
-		b.userProblem(st, ReasonUnsupportedService, "Service %s/%s is of type ExternalName (%q), which is not supported; backend %s has no servers",
+		b.userProblem(st, ReasonUnsupportedService, "Service %s/%s is of type ExternalName (%q), which --disable-service-external-name turns off; backend %s has no servers",
 			st.namespace, st.service, svc.Spec.ExternalName, st.name)
 	case ReasonPortNotFound:
 		b.userProblem(st, ReasonPortNotFound, "Service %s/%s has no TCP port %s; backend %s has no servers",
@@ -66,8 +66,14 @@ func (b *builder) resolveEndpoints(be *Backend, svc *corev1.Service) (reason str
 	switch {
 	case svc == nil:
 		reason = ReasonServiceNotFound
-	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+	case svc.Spec.Type == corev1.ServiceTypeExternalName && b.o.DisableExternalName:
 		reason = ReasonUnsupportedService
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		if port, ok := externalNamePort(svc, be.endpointsFrom.port); ok {
+			be.Endpoints = b.externalNameEndpoints(svc, port)
+		} else {
+			reason = ReasonPortNotFound
+		}
 	default:
 		if sp, ok := servicePort(svc, be.endpointsFrom.port); ok {
 			be.Endpoints = b.endpoints(svc, sp)
@@ -102,6 +108,58 @@ func (b *builder) userProblem(st *backendState, reason, format string, args ...a
 	if st.fromFlag {
 		b.problem(serviceRef(st.namespace, st.service), reason, format, args...)
 	}
+}
+
+// externalNamePort is the port HAProxy connects to on the addresses of an
+// ExternalName Service: the Service port's number, as a client of the
+// Service's DNS name would use; a Service that declares no ports takes the
+// number the Ingress names.
+func externalNamePort(svc *corev1.Service, p networkingv1.ServiceBackendPort) (int, bool) {
+	if sp, ok := servicePort(svc, p); ok {
+		return int(sp.Port), true
+	}
+	if len(svc.Spec.Ports) == 0 && p.Name == "" && p.Number >= 1 && p.Number <= 65535 {
+		return int(p.Number), true
+	}
+	return 0, false
+}
+
+// externalNameEndpoints turns the resolver's addresses for svc's DNS name
+// into endpoints, through the same address checks as EndpointSlices: a DNS
+// name can resolve to loopback or metadata addresses as easily as a slice
+// can list them (CVE-2021-25740). A name not looked up yet has no servers
+// and no problem; the resolver's first answer refreshes it.
+func (b *builder) externalNameEndpoints(svc *corev1.Service, port int) []Endpoint {
+	name := svc.Spec.ExternalName
+	r, ok := b.s.ExternalNames[ExternalNameKey(name)]
+	if !ok {
+		return nil
+	}
+	if r.Err != "" {
+		b.problem(serviceRef(svc.Namespace, svc.Name), ReasonExternalNameUnresolved,
+			"ExternalName %q does not resolve (%s); its backends have no servers", name, r.Err)
+		return nil
+	}
+	addrs := make([]netip.Addr, 0, len(r.Addrs))
+	for _, a := range r.Addrs {
+		a = a.Unmap().WithZone("")
+		if why := b.refusedEndpoint(a); why != "" {
+			b.problem(serviceRef(svc.Namespace, svc.Name), ReasonInvalidEndpoint,
+				"ExternalName %q resolves to %s, which is %s; it is not used", name, a, why)
+			continue
+		}
+		addrs = append(addrs, a)
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	addrs = slices.Compact(addrs)
+	out := make([]Endpoint, len(addrs))
+	for i, a := range addrs {
+		out[i] = Endpoint{Address: a.String(), Port: port}
+	}
+	return out
 }
 
 // servicePort finds the Service port an Ingress names, by name or number.

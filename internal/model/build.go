@@ -25,6 +25,7 @@ const (
 	ReasonPortNotFound           = "PortNotFound"
 	ReasonUnsupportedService     = "UnsupportedService"
 	ReasonInvalidEndpoint        = "InvalidEndpoint"
+	ReasonExternalNameUnresolved = "ExternalNameUnresolved"
 	ReasonInvalidAnnotation      = "InvalidAnnotation"
 	ReasonInvalidConfigMapKey    = "InvalidConfigMapKey"
 	ReasonAnnotationConflict     = "AnnotationConflict"

@@ -242,7 +242,7 @@ func TestServiceProblems(t *testing.T) {
 	d := Build(&Snapshot{
 		Ingresses: []*networkingv1.Ingress{withDefault(ing, "web", 80)},
 		Services:  []*corev1.Service{service("ns", "web", svcPort("", 80, 8080)), ext},
-	}, Options{})
+	}, Options{DisableExternalName: true})
 	want := []string{
 		"Ingress ns/web PortNotFound", "Ingress ns/web PortNotFound",
 		"Ingress ns/web ServiceNotFound", "Ingress ns/web UnsupportedService",

@@ -8,7 +8,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 )
 
-// ServiceKey names a Service whose EndpointSlices changed.
+// ServiceKey names a Service whose EndpointSlices changed, or, for an
+// ExternalName Service, whose name resolves to other addresses.
 type ServiceKey struct{ Namespace, Name string }
 
 // endpointSource is what a Backend keeps so that its Endpoints and Slots can
@@ -24,7 +25,8 @@ type endpointSource struct {
 // RefreshEndpoints returns what Build(s, o) returns when prev was built
 // from a snapshot that differs from s only in the EndpointSlices of the
 // given Services; any other difference (an Ingress, a Service, a Secret, a
-// ConfigMap, the options) needs Build. It recomputes only the Endpoints and
+// ConfigMap, the options) needs Build; a change in Snapshot.ExternalNames
+// counts as a change of the EndpointSlices of the Services naming it. It recomputes only the Endpoints and
 // Slots of the backends of those Services, so an endpoint change costs
 // little at thousands of Ingresses. prev is not modified: what did not
 // change is shared with it, and, like every Desired, is read-only.
@@ -39,7 +41,7 @@ func RefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[Servic
 	// the endpoints themselves; which of them still hold is only known by
 	// looking at every slice again.
 	for _, p := range prev.Problems {
-		if p.Object.Kind == kindEndpointSlice || p.Reason == ReasonInvalidEndpoint {
+		if p.Object.Kind == kindEndpointSlice || p.Reason == ReasonInvalidEndpoint || p.Reason == ReasonExternalNameUnresolved {
 			return Build(s, o)
 		}
 	}

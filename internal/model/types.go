@@ -6,6 +6,7 @@ package model
 
 import (
 	"net/netip"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,25 @@ type Snapshot struct {
 	// PatternFiles is --configmap-patternfiles: its keys are the files a
 	// "patterns/<file>" address list names.
 	PatternFiles *corev1.ConfigMap
+	// ExternalNames holds what the daemon's resolver last found for the
+	// DNS names of ExternalName Services, by lower-case name without a
+	// trailing dot; a name not yet looked up is absent.
+	ExternalNames map[string]ResolvedName
+}
+
+// ResolvedName is the outcome of looking up an ExternalName Service's DNS
+// name: the addresses go through the same checks as EndpointSlice
+// addresses, since whoever writes the Service (or its DNS zone) chooses
+// them.
+type ResolvedName struct {
+	Addrs []netip.Addr
+	// Err is why the last lookup failed; empty when it succeeded.
+	Err string
+}
+
+// ExternalNameKey is the key of a name in Snapshot.ExternalNames.
+func ExternalNameKey(name string) string {
+	return strings.ToLower(strings.TrimSuffix(name, "."))
 }
 
 // Options are the daemon flags that change what the model produces.
@@ -72,6 +92,9 @@ type Options struct {
 	// LocalAddresses are the edge host's own addresses: endpoints never
 	// point at them (backends.go).
 	LocalAddresses []netip.Addr
+	// DisableExternalName is --disable-service-external-name: ExternalName
+	// Services get no servers, with an Event.
+	DisableExternalName bool
 }
 
 // Controller is the IngressClass spec.controller prefix we answer to,
