@@ -198,7 +198,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.AllowCrossNamespaceHosts, "allow-cross-namespace-hosts", false, "let Ingresses of different namespaces share a host (default: a host belongs to the namespace of its oldest Ingress)")
 	fs.BoolVar(&c.DisableServiceExternalName, "disable-service-external-name", false, "refuse ExternalName Services (their backends get no servers, with an Event) instead of routing to the addresses their DNS name resolves to")
 	fs.StringVar(&c.ExternalNameResolver, "external-name-resolver", "", "DNS server, HOST:PORT, that resolves the names of ExternalName Services (default: the host's resolver configuration)")
-	fs.DurationVar(&c.ExternalNameInterval, "external-name-interval", 30*time.Second, "period at which the names of ExternalName Services are resolved again; a changed address is a server change, without a reload")
+	fs.DurationVar(&c.ExternalNameInterval, "external-name-interval", 30*time.Second, "longest time between two lookups of an ExternalName Service's name; a shorter TTL in the answer brings the next one forward, not below 5s; a changed address is a server change, without a reload")
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "keep the X-Forwarded-For header clients send, for an edge behind trusted proxies (default: a forwarded-for backend sees only the address HAProxy saw)")
 	fs.IntVar(&c.HTTPBindPort, "http-bind-port", 80, "HTTP port")
 	fs.IntVar(&c.HTTPSBindPort, "https-bind-port", 443, "HTTPS port")

@@ -9,14 +9,20 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/dns/dnsmessage"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
 
 // DefaultExternalNameInterval is how often the DNS names of ExternalName
-// Services are looked up again.
+// Services are looked up again, at most: a shorter TTL in the answer brings
+// the next lookup forward, down to externalNameMinInterval.
 const DefaultExternalNameInterval = 30 * time.Second
+
+// externalNameMinInterval keeps a name with a TTL of 0 or 1 from being
+// looked up in a loop.
+const externalNameMinInterval = 5 * time.Second
 
 // externalNameTimeout bounds one lookup, so a silent DNS server delays a
 // name's next attempt rather than holding it forever.
@@ -53,13 +59,21 @@ func newNameResolver(server string, interval time.Duration, changed func([]model
 	if interval <= 0 {
 		interval = DefaultExternalNameInterval
 	}
-	r := &net.Resolver{PreferGo: true}
-	if server != "" {
-		r.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, server)
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+		if server != "" {
+			address = server
 		}
-	}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, address)
+		// The resolver tells datagram from stream by the connection's
+		// type, so only a UDP connection is wrapped, as one.
+		if u, ok := c.(*net.UDPConn); ok && err == nil {
+			if ttl, _ := ctx.Value(ttlKey{}).(*ttlCollector); ttl != nil {
+				return &ttlConn{UDPConn: u, ttl: ttl}, nil
+			}
+		}
+		return c, err
+	}}
 	return &nameResolver{r: r, interval: interval, changed: changed, names: map[string]*resolvedName{}}
 }
 
@@ -127,27 +141,39 @@ func (n *nameResolver) run(name string, e *resolvedName) {
 	ctx, cancel := context.WithCancel(n.ctx)
 	e.cancel = cancel
 	go func() {
-		t := time.NewTicker(n.interval)
+		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
-			n.lookup(ctx, name, e)
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
+			t.Reset(n.next(n.lookup(ctx, name, e)))
 		}
 	}()
 }
 
-func (n *nameResolver) lookup(ctx context.Context, name string, e *resolvedName) {
-	lctx, cancel := context.WithTimeout(ctx, externalNameTimeout)
+// next is the wait before the next lookup of a name whose answer had ttl
+// (negative: unknown).
+func (n *nameResolver) next(ttl time.Duration) time.Duration {
+	if ttl < 0 {
+		return n.interval
+	}
+	return min(n.interval, max(ttl, min(externalNameMinInterval, n.interval)))
+}
+
+// lookup resolves name once and records the answer; it returns the
+// answer's smallest address TTL, negative when unknown.
+func (n *nameResolver) lookup(ctx context.Context, name string, e *resolvedName) time.Duration {
+	ttl := &ttlCollector{}
+	lctx, cancel := context.WithTimeout(context.WithValue(ctx, ttlKey{}, ttl), externalNameTimeout)
 	// The trailing dot makes the name absolute: an ExternalName is a DNS
 	// name, never relative to the edge host's search domains.
 	found, err := n.r.LookupNetIP(lctx, "ip", name+".")
 	cancel()
 	if ctx.Err() != nil {
-		return
+		return -1
 	}
 	var res model.ResolvedName
 	var dnsErr *net.DNSError
@@ -167,7 +193,7 @@ func (n *nameResolver) lookup(ctx context.Context, name string, e *resolvedName)
 		keep := e.have && e.result.Err == ""
 		n.mu.Unlock()
 		if keep {
-			return
+			return -1
 		}
 		res.Err = err.Error()
 		if errors.As(err, &dnsErr) {
@@ -187,4 +213,64 @@ func (n *nameResolver) lookup(ctx context.Context, name string, e *resolvedName)
 	if len(services) > 0 {
 		n.changed(services)
 	}
+	if err != nil {
+		return -1
+	}
+	return ttl.get()
+}
+
+type ttlKey struct{}
+
+// ttlCollector keeps the smallest TTL of the address records in the DNS
+// answers of one lookup: net.Resolver does not return TTLs.
+type ttlCollector struct {
+	mu   sync.Mutex
+	ttl  uint32
+	seen bool
+}
+
+func (c *ttlCollector) observe(msg []byte) {
+	var p dnsmessage.Parser
+	if _, err := p.Start(msg); err != nil || p.SkipAllQuestions() != nil {
+		return
+	}
+	for {
+		h, err := p.AnswerHeader()
+		if err != nil {
+			return
+		}
+		if h.Type == dnsmessage.TypeA || h.Type == dnsmessage.TypeAAAA {
+			c.mu.Lock()
+			if !c.seen || h.TTL < c.ttl {
+				c.ttl, c.seen = h.TTL, true
+			}
+			c.mu.Unlock()
+		}
+		if p.SkipAnswer() != nil {
+			return
+		}
+	}
+}
+
+func (c *ttlCollector) get() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.seen {
+		return -1
+	}
+	return time.Duration(c.ttl) * time.Second
+}
+
+// ttlConn reads the TTLs of the answers a UDP DNS exchange receives.
+type ttlConn struct {
+	*net.UDPConn
+	ttl *ttlCollector
+}
+
+func (c *ttlConn) Read(b []byte) (int, error) {
+	n, err := c.UDPConn.Read(b)
+	if n > 0 {
+		c.ttl.observe(b[:n])
+	}
+	return n, err
 }

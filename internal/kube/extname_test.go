@@ -102,3 +102,36 @@ func TestNameResolver(t *testing.T) {
 		t.Error("db.example is still looked up")
 	}
 }
+
+// TestNameResolverTTL: the answer's TTL, read from the DNS response,
+// brings the next lookup forward within [5s or the interval, interval].
+func TestNameResolverTTL(t *testing.T) {
+	dns := testenv.StartDNS(t)
+	dns.Set("db.example", "203.0.113.7")
+	n := newNameResolver(dns.Addr, time.Minute, func([]model.ServiceKey) {})
+	e := &resolvedName{}
+	n.names["db.example"] = e
+	if ttl := n.lookup(context.Background(), "db.example", e); ttl != time.Second {
+		t.Errorf("TTL %v, want the server's 1s", ttl)
+	}
+	if !e.have || len(e.result.Addrs) != 1 {
+		t.Errorf("answer %+v", e.result)
+	}
+	if ttl := n.lookup(context.Background(), "gone.example", &resolvedName{}); ttl >= 0 {
+		t.Errorf("TTL of a failed lookup %v, want unknown", ttl)
+	}
+	for _, c := range []struct{ interval, ttl, want time.Duration }{
+		{time.Minute, -1, time.Minute},
+		{time.Minute, 0, 5 * time.Second},
+		{time.Minute, time.Second, 5 * time.Second},
+		{time.Minute, 20 * time.Second, 20 * time.Second},
+		{time.Minute, time.Hour, time.Minute},
+		{200 * time.Millisecond, time.Second, 200 * time.Millisecond},
+		{200 * time.Millisecond, 0, 200 * time.Millisecond},
+	} {
+		n := newNameResolver("", c.interval, nil)
+		if got := n.next(c.ttl); got != c.want {
+			t.Errorf("interval %v, TTL %v: next lookup in %v, want %v", c.interval, c.ttl, got, c.want)
+		}
+	}
+}
