@@ -130,7 +130,8 @@ func feHeaders(r response, kv ...string) error {
 	return nil
 }
 
-// TestRedirectsAndRewrites: path-rewrite, set-host, request-set-header
+// TestRedirectsAndRewrites: path-rewrite (two lines, applied in order),
+// set-host, request-set-header
 // (value with a quote and a percent sign, sent literally; %[...] sample
 // expressions evaluated), response-set-header (%[status] evaluated),
 // request-redirect (host:port and URL forms) with their codes.
@@ -142,7 +143,7 @@ func TestRedirectsAndRewrites(t *testing.T) {
 	e.service("redir", nil, pod.Pod)
 	e.service("redir-url", nil, pod.Pod)
 	e.ingress("rw", map[string]string{
-		"haproxy.org/path-rewrite":        `/api/(.*) /\1`,
+		"haproxy.org/path-rewrite":        "/api/(.*) /\\1\n^/v1/(.*) /v2/\\1",
 		"haproxy.org/set-host":            "backend.local",
 		"haproxy.org/request-set-header":  "X-Tenant it's 100% \"ours\" #1\nX-Two two\nX-Three %[method] q=%[url_param(q)]",
 		"haproxy.org/response-set-header": "Cache-Control \"no-store,no-cache,private\"\nX-Status %[status]",
@@ -161,6 +162,9 @@ func TestRedirectsAndRewrites(t *testing.T) {
 			"X-Seen-X-Tenant", `it's 100% "ours" #1`, "X-Seen-X-Two", "two", "X-Seen-X-Three", "GET q=1",
 			"Cache-Control", "no-store,no-cache,private", "X-Status", "200")
 	})
+	// The second rule rewrites what the first one left.
+	d.feExpect("GET", "rw.example", "/api/v1/items", nil, 200, func(r response) error { return feHeader(r, "X-Seen-Uri", "/v2/items") })
+	d.feExpect("GET", "rw.example", "/v1/x", nil, 200, func(r response) error { return feHeader(r, "X-Seen-Uri", "/v2/x") })
 	// A path the regex does not match goes through unchanged.
 	d.feExpect("GET", "rw.example", "/other", nil, 200, func(r response) error { return feHeader(r, "X-Seen-Uri", "/other") })
 	d.feExpect("GET", "redir.example", "/x/y?z=1", nil, 301, func(r response) error {

@@ -47,7 +47,11 @@ func lineSafe(s string) bool {
 func httpRules(h model.HTTPRules) (string, error) {
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
-	for _, v := range append([]string{h.Redirect, h.RewriteRegex, h.RewriteTo, h.SetHost, h.CORS.OriginRegex}, h.Captures...) {
+	values := append([]string{h.Redirect, h.SetHost, h.CORS.OriginRegex}, h.Captures...)
+	for _, r := range h.Rewrites {
+		values = append(values, r.Regex, r.To)
+	}
+	for _, v := range values {
 		if !lineSafe(v) {
 			return "", fmt.Errorf("value %q has a control character", v)
 		}
@@ -112,11 +116,12 @@ func httpRules(h model.HTTPRules) (string, error) {
 		}
 		add("http-request set-header %s %s", x.Name, quoteArg(v))
 	}
-	switch {
-	case h.RewriteTo != "" && h.RewriteRegex != "":
-		add("http-request replace-path %s %s", quoteArg(h.RewriteRegex), quoteArg(literalFormat(h.RewriteTo)))
-	case h.RewriteTo != "":
-		add("http-request set-path %s", quoteArg(literalFormat(h.RewriteTo)))
+	for _, r := range h.Rewrites {
+		if r.Regex != "" {
+			add("http-request replace-path %s %s", quoteArg(r.Regex), quoteArg(literalFormat(r.To)))
+		} else {
+			add("http-request set-path %s", quoteArg(literalFormat(r.To)))
+		}
 	}
 	for i, c := range h.Captures {
 		add("http-request capture %s id %d", c, i)

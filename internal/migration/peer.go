@@ -186,7 +186,7 @@ var peerKeys = []peerKey{
 	{name: "cors-allow-credentials", v110: ci, v3: ci},
 	{name: "cors-max-age", v110: ci, v3: ci},
 	{name: "cors-respond-to-options", v3: ci},
-	{name: "path-rewrite", v110: ci, v3: ci, note: "one rule (the peer takes several lines); a safe regex subset on an Ingress"},
+	{name: "path-rewrite", v110: ci, v3: ci, note: "a safe regex subset on an Ingress; at most 16 lines"},
 	{name: "set-host", v110: ci, v3: ci},
 	{name: "request-set-header", v110: ci, v3: ci, note: "values are written literally: `%[...]` is not evaluated"},
 	{name: "response-set-header", v110: ci, v3: ci, note: "values are written literally: `%[...]` is not evaluated"},

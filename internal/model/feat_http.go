@@ -20,11 +20,8 @@ type HTTPRules struct {
 	// http(s) URL; empty means no redirect.
 	Redirect     string
 	RedirectCode int
-	// RewriteRegex and RewriteTo are path-rewrite: with a regex the path
-	// is replaced (replace-path, \1 back-references), without one the
-	// whole path becomes RewriteTo.
-	RewriteRegex string
-	RewriteTo    string
+	// Rewrites are path-rewrite's lines, applied in order.
+	Rewrites []PathRewrite
 	// SetHost is set-host: the Host header sent to the pods.
 	SetHost         string
 	RequestHeaders  []Header
@@ -89,8 +86,8 @@ func frontendFeatureSettings() []Setting {
 		}, redirectCodeParser(), func(b *backendDraft, v int) { b.HTTP.RedirectCode = v }),
 		backendSetting(Setting{
 			Name: "path-rewrite", Scopes: ingScopes, Example: `/foo/(.*) /\1`,
-			Doc: "Rewrite the path sent to the pods: one path replaces every path; a regex and a replacement (\\1 back-references) rewrite matching paths. The query string is kept.",
-		}, pathRewriteParser(), func(b *backendDraft, v [2]string) { b.HTTP.RewriteRegex, b.HTTP.RewriteTo = v[0], v[1] }),
+			Doc: "Rewrite the path sent to the pods: one path replaces every path; a regex and a replacement (\\1 back-references) rewrite matching paths. Several such rules, one per line (at most " + fmt.Sprint(maxPathRewrites) + "), apply in order, each to the path the previous one left. The query string is kept.",
+		}, pathRewriteParser(), func(b *backendDraft, v []PathRewrite) { b.HTTP.Rewrites = v }),
 		backendSetting(Setting{
 			Name: "set-host", Scopes: ingScopes, Example: "example.local",
 			Doc: "Host header sent to the pods (after routing).",
@@ -262,31 +259,65 @@ func redirectCodeParser() parser[int] {
 	}
 }
 
-// pathRewriteParser returns [regex, replacement]; regex is empty for the
-// one-path form.
-func pathRewriteParser() parser[[2]string] {
-	return parser[[2]string]{
-		desc: "path, or regex and replacement separated by a space",
-		parse: func(s string) ([2]string, error) {
-			f := strings.Fields(s)
-			switch len(f) {
-			case 1:
-				if err := checkPath(f[0]); err != nil {
-					return [2]string{}, err
+// PathRewrite is one path-rewrite rule: with a Regex the path is replaced
+// where it matches (replace-path, \1 back-references), without one the
+// whole path becomes To.
+type PathRewrite struct{ Regex, To string }
+
+// maxPathRewrites bounds the rules of one path-rewrite value: each is a
+// regex HAProxy runs on every request of the backend.
+const maxPathRewrites = 16
+
+// pathRewriteParser reads path-rewrite as the HAProxy Kubernetes Ingress
+// Controller does: one rule per line, blank lines ignored.
+func pathRewriteParser() parser[[]PathRewrite] {
+	return parser[[]PathRewrite]{
+		desc: "path, or regex and replacement separated by a space; several rules one per line",
+		parse: func(s string) ([]PathRewrite, error) {
+			var out []PathRewrite
+			lines := strings.Split(s, "\n")
+			for i, line := range lines {
+				if strings.TrimSpace(line) == "" {
+					continue
 				}
-				return [2]string{"", f[0]}, nil
-			case 2:
-				if err := checkRegex(f[0]); err != nil {
-					return [2]string{}, err
+				r, err := parsePathRewrite(line)
+				if err != nil {
+					if len(lines) > 1 {
+						return nil, fmt.Errorf("line %d: %w", i+1, err)
+					}
+					return nil, err
 				}
-				if err := checkReplacement(f[1]); err != nil {
-					return [2]string{}, err
-				}
-				return [2]string{f[0], f[1]}, nil
+				out = append(out, r)
 			}
-			return [2]string{}, errors.New("want a path, or a regex and a replacement")
+			switch {
+			case len(out) == 0:
+				return nil, errors.New("want a path, or a regex and a replacement")
+			case len(out) > maxPathRewrites:
+				return nil, fmt.Errorf("%d rules, at most %d", len(out), maxPathRewrites)
+			}
+			return out, nil
 		},
 	}
+}
+
+func parsePathRewrite(line string) (PathRewrite, error) {
+	f := strings.Fields(line)
+	switch len(f) {
+	case 1:
+		if err := checkPath(f[0]); err != nil {
+			return PathRewrite{}, err
+		}
+		return PathRewrite{To: f[0]}, nil
+	case 2:
+		if err := checkRegex(f[0]); err != nil {
+			return PathRewrite{}, err
+		}
+		if err := checkReplacement(f[1]); err != nil {
+			return PathRewrite{}, err
+		}
+		return PathRewrite{Regex: f[0], To: f[1]}, nil
+	}
+	return PathRewrite{}, errors.New("want a path, or a regex and a replacement")
 }
 
 // checkRegex keeps a regex to one bare word that Go's RE2 also compiles: a
@@ -583,8 +614,8 @@ func dumpHTTPRules(w *strings.Builder, b *Backend) {
 	if h.Redirect != "" {
 		fmt.Fprintf(w, "  request-redirect %q code %d\n", h.Redirect, h.RedirectCode)
 	}
-	if h.RewriteTo != "" {
-		fmt.Fprintf(w, "  path-rewrite %q %q\n", h.RewriteRegex, h.RewriteTo)
+	for _, r := range h.Rewrites {
+		fmt.Fprintf(w, "  path-rewrite %q %q\n", r.Regex, r.To)
 	}
 	if h.SetHost != "" {
 		fmt.Fprintf(w, "  set-host %q\n", h.SetHost)

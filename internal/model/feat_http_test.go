@@ -40,7 +40,7 @@ func TestHTTPRulesParsed(t *testing.T) {
 	h := b.HTTP
 	want := HTTPRules{
 		Redirect: "example.com:8443", RedirectCode: 308,
-		RewriteRegex: "/foo/(.*)", RewriteTo: `/\1`,
+		Rewrites:        []PathRewrite{{Regex: "/foo/(.*)", To: `/\1`}},
 		SetHost:         "backend.local",
 		RequestHeaders:  []Header{{"X-A", "one", "one"}, {"X-B", "two words", "two words"}},
 		ResponseHeaders: []Header{{"Cache-Control", "no-store,no-cache,private", "no-store,no-cache,private"}},
@@ -266,7 +266,11 @@ func FuzzAnnotations(f *testing.F) {
 		}
 		for _, b := range d.Backends {
 			h := b.HTTP
-			for _, v := range append([]string{h.Redirect, h.RewriteRegex, h.RewriteTo, h.SetHost, h.CORS.OriginRegex}, h.Captures...) {
+			values := append([]string{h.Redirect, h.SetHost, h.CORS.OriginRegex}, h.Captures...)
+			for _, r := range h.Rewrites {
+				values = append(values, r.Regex, r.To)
+			}
+			for _, v := range values {
 				clean("value", v)
 				if strings.ContainsAny(v, " '\"") && v != h.SetHost {
 					t.Fatalf("%s=%q: word %q has a blank or a quote", s.Name, raw, v)

@@ -56,8 +56,12 @@ var tenantRules = map[string]*tenantRule{
 		reason: ReasonUnsafeRegex,
 		doc:    safeRegexDoc,
 		check: func(raw, _ string) error {
-			if f := strings.Fields(raw); len(f) == 2 {
-				return checkSafeRegex(f[0])
+			for _, line := range strings.Split(raw, "\n") {
+				if f := strings.Fields(line); len(f) == 2 {
+					if err := checkSafeRegex(f[0]); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		},

@@ -187,13 +187,13 @@ func TestTenantRegexSubset(t *testing.T) {
 	if n := countReason(d.Problems, ReasonUnsafeRegex); n != 2 {
 		t.Errorf("%d UnsafeRegex problems, want 2: %v", n, d.Problems)
 	}
-	if b.HTTP.RewriteRegex != "" || b.HTTP.CORS.OriginRegex != "" {
-		t.Errorf("unsafe regexes kept: rewrite %q origin %q", b.HTTP.RewriteRegex, b.HTTP.CORS.OriginRegex)
+	if len(b.HTTP.Rewrites) != 0 || b.HTTP.CORS.OriginRegex != "" {
+		t.Errorf("unsafe regexes kept: rewrite %q origin %q", b.HTTP.Rewrites, b.HTTP.CORS.OriginRegex)
 	}
 	cm := configMap("path-rewrite=(a+)+$ /x")
 	d = Build(&Snapshot{Ingresses: []*networkingv1.Ingress{webIngress("a", 1)}, Services: []*corev1.Service{service("ns", "web", svcPort("", 80, 8080))}, ConfigMap: cm}, Options{})
-	if b := backendByName(t, d, "ns_web_80"); b.HTTP.RewriteRegex != "(a+)+$" || len(d.Problems) != 0 {
-		t.Errorf("ConfigMap regex: rewrite %q problems %v", b.HTTP.RewriteRegex, d.Problems)
+	if b := backendByName(t, d, "ns_web_80"); len(b.HTTP.Rewrites) != 1 || b.HTTP.Rewrites[0].Regex != "(a+)+$" || len(d.Problems) != 0 {
+		t.Errorf("ConfigMap regex: rewrite %q problems %v", b.HTTP.Rewrites, d.Problems)
 	}
 }
 
