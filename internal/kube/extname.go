@@ -167,11 +167,19 @@ func (n *nameResolver) next(ttl time.Duration) time.Duration {
 // answer's smallest address TTL, negative when unknown.
 func (n *nameResolver) lookup(ctx context.Context, name string, e *resolvedName) time.Duration {
 	ttl := &ttlCollector{}
-	lctx, cancel := context.WithTimeout(context.WithValue(ctx, ttlKey{}, ttl), externalNameTimeout)
-	// The trailing dot makes the name absolute: an ExternalName is a DNS
-	// name, never relative to the edge host's search domains.
-	found, err := n.r.LookupNetIP(lctx, "ip", name+".")
-	cancel()
+	var found []netip.Addr
+	var err error
+	if a, perr := netip.ParseAddr(name); perr == nil {
+		// The API accepts an IPv4 address as an ExternalName; it is its
+		// own answer, and goes through the model's checks like any.
+		found = []netip.Addr{a}
+	} else {
+		lctx, cancel := context.WithTimeout(context.WithValue(ctx, ttlKey{}, ttl), externalNameTimeout)
+		// The trailing dot makes the name absolute: an ExternalName is a
+		// DNS name, never relative to the edge host's search domains.
+		found, err = n.r.LookupNetIP(lctx, "ip", name+".")
+		cancel()
+	}
 	if ctx.Err() != nil {
 		return -1
 	}

@@ -117,6 +117,10 @@ func TestNameResolverTTL(t *testing.T) {
 	if !e.have || len(e.result.Addrs) != 1 {
 		t.Errorf("answer %+v", e.result)
 	}
+	lit := &resolvedName{}
+	if ttl := n.lookup(context.Background(), "127.0.0.1", lit); ttl >= 0 || fmt.Sprint(lit.result.Addrs) != "[127.0.0.1]" {
+		t.Errorf("an address as ExternalName: TTL %v, answer %+v; want itself, TTL unknown", ttl, lit.result)
+	}
 	if ttl := n.lookup(context.Background(), "gone.example", &resolvedName{}); ttl >= 0 {
 		t.Errorf("TTL of a failed lookup %v, want unknown", ttl)
 	}
