@@ -28,6 +28,8 @@ func mapValueOK(st *state, name, v string) bool {
 		return canaryWeightRE.MatchString(v)
 	case model.MapHostOwner:
 		return ownerValueRE.MatchString(v)
+	case model.MapRouteACLExact, model.MapRouteACLPrefix:
+		return routeACLValueOK(st, v)
 	case model.MapSSLPassthrough:
 		// The ssl frontend is mode tcp: it can use mode tcp backends only.
 		b := st.backends[v]

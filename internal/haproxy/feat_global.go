@@ -21,6 +21,9 @@ type extras struct {
 	// captures is how many request-capture slots the http frontend
 	// declares, captureLen their length.
 	captures, captureLen int
+	// routeACLs are the conditional backends' frontend rules
+	// (feat_routeacl.go).
+	routeACLs []model.RouteACL
 }
 
 // key identifies e for the render cache and the reload decision. It prints

@@ -110,7 +110,7 @@ func structuralChanges(a, b *state) []change {
 		out = append(out, change{ReloadFrontend, fmt.Sprintf("default backend %q->%q", ah.defaultBackend, bh.defaultBackend)})
 	}
 	if ah.extras != bh.extras {
-		out = append(out, change{ReloadFrontend, "error pages, TCP services or captures"})
+		out = append(out, change{ReloadFrontend, "error pages, TCP services, captures or route-acl conditions"})
 	}
 	var slots []change
 	for _, n := range slices.Sorted(maps.Keys(b.backends)) {

@@ -93,7 +93,8 @@ const (
 // routeMaps are the maps the routing rules of both frontends load. The
 // canary maps are always loaded, empty or not, so the first canary needs
 // no reload.
-var routeMaps = []string{model.MapExact, model.MapPrefix, model.MapHostOwner, model.MapCanaryBackend, model.MapCanaryWeight}
+var routeMaps = []string{model.MapExact, model.MapPrefix, model.MapHostOwner, model.MapCanaryBackend, model.MapCanaryWeight,
+	model.MapRouteACLExact, model.MapRouteACLPrefix}
 
 // mapNames are all the map files: the route maps, the ssl-redirect map
 // the http frontend loads while https is served and the passthrough map the
@@ -233,6 +234,7 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 		st.backends[b.Name] = &backend{spec: spec, endpoints: eps}
 	}
 	st.extras = featureExtras(want, st, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
+	st.extras.routeACLs = routeACLExtras(want, st, reject)
 	st.tls.fill(want, reject)
 	if want.DefaultBackend != "" {
 		if _, ok := st.backends[want.DefaultBackend]; ok {

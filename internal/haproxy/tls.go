@@ -229,11 +229,17 @@ func (r renderer) routingActions() []types.Action {
 	notFound := "!{ var(txn.backend) -m found }"
 	unowned := notFound + " !{ var(txn.owner) -m found }"
 	owned := notFound + " { var(txn.owner) -m found }"
-	return append([]types.Action{
+	// The conditional maps are looked up at each tier the main maps are
+	// (routeACLActions), so a conditional route is tried only where a
+	// plain route of the same tier could match.
+	out := []types.Action{
 		// A trailing dot names the same host (FQDN form).
 		setVar("host", "req.hdr(host),field(1,:),lower,regsub([.]$,)", ""),
 		setVar("path", "path", ""),
 		setVar("hostpath", "var(txn.host),concat(,txn.path)", ""),
+	}
+	out = append(out, r.routeACLActions("hostpath", "")...)
+	out = append(out,
 		setVar("backend", "var(txn.hostpath),map_str("+exact+")", ""),
 		setVar("backend", "var(txn.hostpath),map_beg("+prefix+")", notFound),
 		setVar("whost", "var(txn.host),regsub(^[^.]*,*)", notFound),
@@ -241,14 +247,21 @@ func (r renderer) routingActions() []types.Action {
 		setVar("wowner", "var(txn.whost),map_str("+owners+")", notFound),
 		setVar("wildcard", "var(txn.whost),concat(,txn.path)", unowned),
 		setVar("wildcard", "var(txn.whost),concat(,txn.path)", notFound+" { var(txn.wowner),strcmp(txn.owner) eq 0 }"),
+	)
+	out = append(out, r.routeACLActions("wildcard", notFound)...)
+	out = append(out,
 		setVar("backend", "var(txn.wildcard),map_str("+exact+")", notFound),
 		setVar("backend", "var(txn.wildcard),map_beg("+prefix+")", notFound),
 		setVar("owner", "var(txn.wowner)", unowned),
 		setVar("nohost", "var(txn.path)", unowned),
 		setVar("nohost", "var(txn.owner),concat(,txn.path)", owned),
+	)
+	out = append(out, r.routeACLActions("nohost", notFound)...)
+	out = append(out,
 		setVar("backend", "var(txn.nohost),map_str("+exact+")", notFound),
 		setVar("backend", "var(txn.nohost),map_beg("+prefix+")", notFound),
-	}, r.canaryActions()...)
+	)
+	return append(out, r.canaryActions()...)
 }
 
 func setVar(name, expr, cond string) types.Action {
@@ -333,9 +346,9 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 	rules = append(rules, r.requestHygiene("https")...)
 	rules = append(rules, r.routingActions()...)
 	w.set(parser.Frontends, fe, "http-request", rules)
-	w.set(parser.Frontends, fe, "use_backend", []types.UseBackend{{
+	w.set(parser.Frontends, fe, "use_backend", append(routeACLUseBackends(st.extras.routeACLs), types.UseBackend{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
-	}})
+	}))
 	def := st.defaultBackend
 	if def == "" {
 		def = builtin404

@@ -50,6 +50,7 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.canaries(ings)
 	b.secretRefs(ings)
 	b.buildMaps()
+	b.routeACLMaps()
 	b.passthroughMap()
 	b.finishBackends()
 	// TCP-service backends need their server-ca and server-crt resolved too.
@@ -253,6 +254,14 @@ func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 			}
 			if b.passthrough(ing, p.Backend.Service.Name) {
 				b.passthroughRule(ing, rule.Host, name, p.Backend.Service.Name, port)
+				continue
+			}
+			if cond, set, ok := b.routeACL(ing.Namespace, p.Backend.Service.Name); ok {
+				b.condRoute(ing, rule.Host, path, typ, name, p.Backend.Service.Name, port, cond)
+				continue
+			} else if set {
+				b.problem(ref, ReasonInvalidRouteACL, "host %q path %q: Service %s has an invalid route-acl; the rule is left out",
+					rule.Host, shortPath(path), p.Backend.Service.Name)
 				continue
 			}
 			key := routeKey{rule.Host, path, typ}

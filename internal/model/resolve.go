@@ -58,6 +58,8 @@ func (b *builder) configMap() {
 // fallbackNote says what applies instead of a rejected value.
 func fallbackNote(s *Setting, scope Scope) string {
 	switch {
+	case s.Target == TargetRouteACL:
+		return "the routes to this Service are left out until it is fixed (fail closed); other Services are not affected"
 	case s.failClosed != 0 && scope == ScopeIngress:
 		return "the routes of this Ingress answer " + strconv.Itoa(s.failClosed) + " to every request until it is fixed (fail closed); other Ingresses of the Service are not affected"
 	case s.failClosed != 0:

@@ -45,6 +45,9 @@ const (
 	// TargetCanary settings are read through their handle by the canary
 	// step, per Ingress.
 	TargetCanary
+	// TargetRouteACL is route-acl, read through its handle when the rules
+	// are claimed (feat_routeacl.go).
+	TargetRouteACL
 )
 
 func (t Target) String() string {
@@ -57,6 +60,8 @@ func (t Target) String() string {
 		return "tls"
 	case TargetCanary:
 		return "canary"
+	case TargetRouteACL:
+		return "route-acl"
 	}
 	return "unknown"
 }
@@ -314,6 +319,7 @@ var settings = func() []Setting {
 	list = append(list, passthroughSettings()...)
 	list = append(list, frontendSnippetSettings()...)
 	list = append(list, standaloneSettings()...)
+	list = append(list, routeACLSettings()...)
 	for i := range list {
 		s := &list[i]
 		if s.bind != nil {

@@ -41,6 +41,10 @@ func TestSettingsTable(t *testing.T) {
 			if s.check == nil || s.Scopes != ScopeIngress || !slices.Equal(s.Prefixes, []string{ExtensionPrefix}) {
 				t.Errorf("%s: canary settings are Ingress annotations with the extension prefix alone", s.Name)
 			}
+		case TargetRouteACL:
+			if s.check == nil || s.Scopes != ScopeService {
+				t.Errorf("%s: route-acl is a Service annotation", s.Name)
+			}
 		default:
 			t.Errorf("%s: no target", s.Name)
 		}

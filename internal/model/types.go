@@ -137,6 +137,11 @@ type Desired struct {
 	NamespaceDefaults map[string]ObjectRef
 	// Routes are the served rules, sorted, for status, explain and tests.
 	Routes []Route
+	// CondRoutes are the rules to Services with route-acl, oldest Ingress
+	// first; RouteACLs their backends' conditions, in the order the
+	// frontends try them (feat_routeacl.go).
+	CondRoutes []Route
+	RouteACLs  []RouteACL
 	// Served lists the Ingresses this controller serves (for status).
 	Served []ObjectRef
 	// Problems are rejected objects or values; each becomes a log line and an
