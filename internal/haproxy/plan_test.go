@@ -122,6 +122,13 @@ func TestPlan(t *testing.T) {
 			d.Maps[model.MapCanaryBackend] = map[string]string{"ns_a_80": "ns_b_80"}
 			d.Maps[model.MapCanaryWeight] = map[string]string{"ns_a_80": "10"}
 		}, cmds: []string{"add map /maps/canary-backend.map ns_a_80 ns_b_80", "add map /maps/canary-weight.map ns_a_80 10"}},
+		{name: "route-acl condition added", change: func(d *model.Desired) {
+			d.RouteACLs = []model.RouteACL{{Backend: "ns_b_80", Condition: "{ req.hdr(x-canary) -m str yes }"}}
+			d.Maps[model.MapRouteACLPrefix] = map[string]string{"a.test/": ",ns_b_80,"}
+		}, reason: ReloadFrontend},
+		{name: "route-acl host added for an existing condition", change: func(d *model.Desired) {
+			d.Maps[model.MapRouteACLPrefix] = map[string]string{"new.test/": ",ns_b_80,"}
+		}, cmds: []string{"add map /maps/route-acl-prefix.map new.test/ ,ns_b_80,"}},
 		{name: "ssl-redirect", change: func(d *model.Desired) {
 			d.Maps[model.MapSSLRedirect] = map[string]string{"a.test": "308"}
 		}, cmds: []string{"add map " + redirect + " a.test 308"}},

@@ -298,3 +298,7 @@ func boolKey(v bool) string {
 	}
 	return "p"
 }
+
+// RouteACLCondition is the anonymous ACL a route-acl value renders to, for
+// `perimeter explain` and tests.
+func RouteACLCondition(v string) (string, error) { return parseRouteACL(v) }
