@@ -217,7 +217,7 @@ var peerKeys = []peerKey{
 	{name: "backend-config-snippet", v110: cis, v3: cis, note: "off unless `--config-snippets=backend`; validated, a bad one is dropped for its backend only"},
 	{name: "cr-backend", v110: cis, v3: cis, note: "no custom resources (below)"},
 	{name: "standalone-backend", v3: is, note: "a backend variant of the Ingress's own, named like the other variants; Ingresses with different settings get one anyway"},
-	{name: "route-acl", v110: s, v3: s, note: "not implemented: an ACL is a sample expression the allow-list would have to cover, and a route per ACL in the frontends; `perimeter.io/canary-*` splits by weight"},
+	{name: "route-acl", v110: s, v3: s, note: "the fetch is one of the sample allow-list, then `-m str|beg|end|sub|found|len|int|ip|reg` and bare-word patterns (no `||`, `!` or several ACLs); an invalid value leaves the Service's routes out with an Event; a new host for the Service is a map entry, no reload"},
 	{name: "ingress.class", v110: i, v3: i, outside: true, note: "also `kubernetes.io/ingress.class`"},
 }
 
