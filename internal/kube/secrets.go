@@ -85,6 +85,7 @@ func (w *Watcher) startNamespaceSecrets(ns string) *nsSecrets {
 		close(merged)
 	}()
 	go inf.Run(merged)
+	go w.signalSynced(merged, inf)
 	return n
 }
 

@@ -354,6 +354,7 @@ func (w *Watcher) WatchSecrets(refs []string) (changed bool) {
 			close(merged)
 		}()
 		go s.inf.Run(merged)
+		go w.signalSynced(merged, s.inf)
 		w.secrets[r] = s
 		started = true
 	}
@@ -442,6 +443,16 @@ func namespaceServed(ns string, o WatchOptions) bool {
 		return false
 	}
 	return len(o.NamespaceWhitelist) == 0 || slices.Contains(o.NamespaceWhitelist, ns)
+}
+
+// signalSynced starts a pass once inf has completed its first list: a
+// watch of a Secret that does not exist syncs without any event, and the
+// pass that reports it missing would otherwise wait for an unrelated change.
+func (w *Watcher) signalSynced(stop <-chan struct{}, inf cache.SharedIndexInformer) {
+	if cache.WaitForCacheSync(stop, inf.HasSynced) {
+		w.markOther()
+		w.signal()
+	}
 }
 
 func (w *Watcher) markOther() {

@@ -15,7 +15,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 func testSlice(ns, name, svc string) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
@@ -113,5 +116,44 @@ func TestSnapshotDelta(t *testing.T) {
 	}
 	if _, d = waitDelta(t, w); !d.Other {
 		t.Fatalf("a Service change must ask for a full build: %+v", d)
+	}
+}
+
+// TestMissingSecretSignals: a newly referenced Secret that does not exist
+// produces no watch event; the end of its first list must still start a
+// pass, or the Event that it is missing waits for an unrelated change. Both
+// watch kinds run against the real API server: a single Secret's watch and
+// a namespace's coalesced one.
+func TestMissingSecretSignals(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	ns := c.Namespace(t)
+	for _, coalesce := range []int{0, 1} {
+		ctx, cancel := context.WithCancel(context.Background())
+		w := NewWatcher(c.Admin, WatchOptions{CoalesceSecrets: coalesce}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.SnapshotDelta()
+		select { // whatever Start signalled
+		case <-w.Changed():
+		default:
+		}
+		w.WatchSecrets([]string{ns + "/nobody"})
+		deadline := time.After(10 * time.Second)
+		for done := false; !done; {
+			select {
+			case <-w.Changed():
+				s, d := w.SnapshotDelta()
+				if len(s.PendingSecrets) == 0 {
+					if !d.Other {
+						t.Fatalf("coalesce %d: the pass after the list must be a full build: %+v", coalesce, d)
+					}
+					done = true
+				}
+			case <-deadline:
+				t.Fatalf("coalesce %d: no change signalled after the watch of a missing Secret synced", coalesce)
+			}
+		}
+		cancel()
 	}
 }
