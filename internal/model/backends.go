@@ -105,6 +105,9 @@ func (b *builder) userProblem(st *backendState, reason, format string, args ...a
 	for _, ing := range st.users {
 		b.problem(ingressRef(ing), reason, format, args...)
 	}
+	for _, r := range st.routes {
+		b.problem(r, reason, format, args...)
+	}
 	if st.fromFlag {
 		b.problem(serviceRef(st.namespace, st.service), reason, format, args...)
 	}

@@ -47,6 +47,7 @@ func Build(s *Snapshot, o Options) *Desired {
 		b.ingressRules(ing)
 	}
 	b.defaultBackend(ings)
+	b.gatewayAPI()
 	b.canaries(ings)
 	b.secretRefs(ings)
 	b.buildMaps()
@@ -79,6 +80,8 @@ type backendState struct {
 	// all ask for the same Ingress-scope settings (variants.go): the first
 	// one's annotations give them.
 	users []*networkingv1.Ingress
+	// routes are the Gateway API routes routing to the backend.
+	routes []ObjectRef
 	// fromFlag marks the --default-backend-service backend.
 	fromFlag bool
 	// passthrough marks the mode tcp backend of an ssl-passthrough host

@@ -15,8 +15,23 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
+
+// caseCodecs decode the built-in kinds and the Gateway API's.
+var caseCodecs = func() serializer.CodecFactory {
+	sch := runtime.NewScheme()
+	if err := scheme.AddToScheme(sch); err != nil {
+		panic(err)
+	}
+	if err := gwv1.Install(sch); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(sch)
+}()
 
 // controllerConfigMap is the name of the ConfigMap that golden cases treat
 // as the controller ConfigMap (--configmap).
@@ -52,7 +67,7 @@ func decodeCase(data []byte) (*Snapshot, Options, error) {
 	}
 	s := &Snapshot{}
 	r := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	dec := scheme.Codecs.UniversalDeserializer()
+	dec := caseCodecs.UniversalDeserializer()
 	for i := 0; ; i++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -79,6 +94,14 @@ func decodeCase(data []byte) (*Snapshot, Options, error) {
 			s.EndpointSlices = append(s.EndpointSlices, v)
 		case *corev1.Secret:
 			s.Secrets = append(s.Secrets, v)
+		case *gwv1.GatewayClass:
+			s.GatewayClasses = append(s.GatewayClasses, v)
+		case *gwv1.Gateway:
+			s.Gateways = append(s.Gateways, v)
+		case *gwv1.HTTPRoute:
+			s.HTTPRoutes = append(s.HTTPRoutes, v)
+		case *gwv1.ReferenceGrant:
+			s.ReferenceGrants = append(s.ReferenceGrants, v)
 		case *corev1.ConfigMap:
 			if v.Name != controllerConfigMap {
 				return nil, o, fmt.Errorf("document %d: ConfigMap %s: only %s is understood", i, v.Name, controllerConfigMap)

@@ -109,6 +109,7 @@ func Dump(d *Desired) string {
 	}
 
 	dumpTLS(&w, d)
+	dumpGatewayAPI(&w, d)
 
 	w.WriteString("\nproblems\n")
 	for _, p := range d.Problems {

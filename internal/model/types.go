@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Snapshot is what the informers held at one instant. The model never
@@ -43,6 +44,12 @@ type Snapshot struct {
 	// DNS names of ExternalName Services, by lower-case name without a
 	// trailing dot; a name not yet looked up is absent.
 	ExternalNames map[string]ResolvedName
+	// Gateway API objects, present only when their CRDs are installed
+	// (gateway.go).
+	GatewayClasses  []*gwv1.GatewayClass
+	Gateways        []*gwv1.Gateway
+	HTTPRoutes      []*gwv1.HTTPRoute
+	ReferenceGrants []*gwv1.ReferenceGrant
 }
 
 // ResolvedName is the outcome of looking up an ExternalName Service's DNS
@@ -95,6 +102,12 @@ type Options struct {
 	// DisableExternalName is --disable-service-external-name: ExternalName
 	// Services get no servers, with an Event.
 	DisableExternalName bool
+	// GatewayController is --gateway-controller, the GatewayClass
+	// controllerName served; empty means DefaultGatewayController.
+	GatewayController string
+	// GatewayHTTPPort is the port the http frontend listens on: HTTP
+	// listeners of Gateways must name it; 0 accepts any port.
+	GatewayHTTPPort int
 }
 
 // Controller is the IngressClass spec.controller prefix we answer to,
@@ -156,6 +169,8 @@ type Desired struct {
 	ErrorPages []ErrorPage
 	// TCPServices are the --configmap-tcp-services frontends, sorted by Port.
 	TCPServices []TCPService
+	// GatewayAPI is the status of the served Gateway API objects.
+	GatewayAPI GatewayAPIStatus
 }
 
 // Global holds ConfigMap-level settings. Zero values mean HAProxy's or the
@@ -255,8 +270,9 @@ const (
 	PathPrefix PathType = "Prefix"
 )
 
-// Route is one served Ingress rule.
+// Route is one served Ingress rule or HTTPRoute match.
 type Route struct {
+	// Ingress is the Ingress or HTTPRoute the route comes from.
 	Ingress  ObjectRef
 	Host     string // "" for rules without a host
 	Path     string

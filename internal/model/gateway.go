@@ -1,0 +1,590 @@
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Gateway API: Gateways of our GatewayClasses and the HTTPRoutes attached to
+// them are translated into the same routes, backends and map entries as
+// Ingress rules, so a new HTTPRoute host or path is a map change, never a
+// reload. Their status is computed here as data (GatewayAPIStatus) and
+// written by the kube layer.
+//
+// Ingress rules claim their host/path keys first; an HTTPRoute match for a
+// key an Ingress serves is refused with a RuleConflict Event on the
+// HTTPRoute. Among HTTPRoutes the oldest (creation time, then
+// namespace/name) wins, as the Gateway API specifies.
+
+// DefaultGatewayController is the GatewayClass spec.controllerName served
+// unless --gateway-controller names another.
+const DefaultGatewayController = "perimeter.io/gateway-controller"
+
+// GatewayGroup is the API group of the Gateway API kinds.
+const GatewayGroup = "gateway.networking.k8s.io"
+
+// GatewayAPIStatus is the status the Gateway API objects the daemon serves
+// should have. Conditions carry no LastTransitionTime: the writer keeps the
+// time of a condition whose status did not change.
+type GatewayAPIStatus struct {
+	// Classes are our GatewayClasses, by name.
+	Classes []ClassStatus
+	// Gateways are the Gateways of our classes, by namespace/name.
+	Gateways []GatewayStatus
+	// HTTPRoutes are the HTTPRoutes naming at least one of our Gateways,
+	// by namespace/name; Parents holds only our Gateways' entries.
+	HTTPRoutes []RouteStatus
+}
+
+// ClassStatus is a GatewayClass's wanted conditions.
+type ClassStatus struct {
+	Name       string
+	Conditions []metav1.Condition
+}
+
+// GatewayStatus is a Gateway's wanted conditions and listener status;
+// addresses are the daemon's, added by the writer.
+type GatewayStatus struct {
+	Namespace, Name string
+	Conditions      []metav1.Condition
+	Listeners       []gwv1.ListenerStatus
+}
+
+// RouteStatus is a route's wanted parent status for our Gateways.
+type RouteStatus struct {
+	Namespace, Name string
+	Parents         []gwv1.RouteParentStatus
+}
+
+// Problem reasons of the Gateway API translation.
+const (
+	ReasonUnsupportedRouteRule = "UnsupportedRouteRule"
+	ReasonRefNotPermitted      = "RefNotPermitted"
+)
+
+// listenerState is a Gateway listener that accepts routes.
+type listenerState struct {
+	gw       *gwv1.Gateway
+	l        *gwv1.Listener
+	status   *gwv1.ListenerStatus
+	valid    bool
+	sameNS   bool // allowedRoutes.namespaces.from Same (the default)
+	hostname string
+}
+
+func httpRouteRef(r *gwv1.HTTPRoute) ObjectRef {
+	return ObjectRef{Kind: "HTTPRoute", Namespace: r.Namespace, Name: r.Name}
+}
+
+func cond(typ string, ok bool, reason, msg string, gen int64) metav1.Condition {
+	st := metav1.ConditionTrue
+	if !ok {
+		st = metav1.ConditionFalse
+	}
+	return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen}
+}
+
+// gatewayAPI translates the Gateway API objects: our classes, their
+// Gateways' listeners, then the HTTPRoutes attached to them, oldest first.
+// It runs after the Ingress rules, which therefore keep every key they hold.
+func (b *builder) gatewayAPI() {
+	s := b.s
+	if len(s.GatewayClasses) == 0 {
+		return
+	}
+	controller := b.o.GatewayController
+	if controller == "" {
+		controller = DefaultGatewayController
+	}
+	st := &b.d.GatewayAPI
+	ours := map[string]*gwv1.GatewayClass{}
+	for _, gc := range s.GatewayClasses {
+		if gc == nil || string(gc.Spec.ControllerName) != controller {
+			continue
+		}
+		ours[gc.Name] = gc
+		st.Classes = append(st.Classes, ClassStatus{Name: gc.Name, Conditions: []metav1.Condition{
+			cond(string(gwv1.GatewayClassConditionStatusAccepted), true, string(gwv1.GatewayClassReasonAccepted), "Served by "+controller, gc.Generation),
+		}})
+	}
+	if len(ours) == 0 {
+		return
+	}
+	listeners := map[nsName][]*listenerState{}
+	for _, gw := range s.Gateways {
+		if gw == nil || ours[string(gw.Spec.GatewayClassName)] == nil || !namespaceAllowed(gw.Namespace, b.o) {
+			continue
+		}
+		listeners[nsName{gw.Namespace, gw.Name}] = b.gatewayListeners(gw)
+	}
+	routes := slices.Clone(s.HTTPRoutes)
+	routes = slices.DeleteFunc(routes, func(r *gwv1.HTTPRoute) bool { return r == nil || !namespaceAllowed(r.Namespace, b.o) })
+	slices.SortFunc(routes, func(x, y *gwv1.HTTPRoute) int {
+		if c := x.CreationTimestamp.Time.Compare(y.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.Namespace, y.Namespace); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Name, y.Name)
+	})
+	claims := map[routeKey]ObjectRef{}
+	for _, r := range routes {
+		b.httpRoute(r, listeners, claims, controller)
+	}
+	for _, gw := range s.Gateways {
+		ls, ok := listeners[nsName{gw.Namespace, gw.Name}]
+		if !ok {
+			continue
+		}
+		st.Gateways = append(st.Gateways, gatewayStatus(gw, ls))
+	}
+	slices.SortFunc(st.Classes, func(x, y ClassStatus) int { return cmp.Compare(x.Name, y.Name) })
+	slices.SortFunc(st.Gateways, func(x, y GatewayStatus) int {
+		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	})
+	slices.SortFunc(st.HTTPRoutes, func(x, y RouteStatus) int {
+		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	})
+}
+
+var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(GatewayGroup)), Kind: "HTTPRoute"}
+
+func ptr[T any](v T) *T { return &v }
+
+// gatewayListeners checks each listener. HTTP listeners are served by the
+// http frontend: their port must be --http-port when that is known.
+func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
+	var out []*listenerState
+	for i := range gw.Spec.Listeners {
+		l := &gw.Spec.Listeners[i]
+		ls := &listenerState{gw: gw, l: l, status: &gwv1.ListenerStatus{Name: l.Name}, valid: true, sameNS: true}
+		gen := gw.Generation
+		accepted := cond(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen)
+		resolved := cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
+		switch {
+		case l.Protocol != gwv1.HTTPProtocolType:
+			ls.valid = false
+			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
+				fmt.Sprintf("protocol %s is not served; only HTTP", l.Protocol), gen)
+		case b.o.GatewayHTTPPort != 0 && int(l.Port) != b.o.GatewayHTTPPort:
+			ls.valid = false
+			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonPortUnavailable),
+				fmt.Sprintf("HTTP is served on port %d", b.o.GatewayHTTPPort), gen)
+		}
+		if l.Hostname != nil {
+			ls.hostname = strings.ToLower(string(*l.Hostname))
+		}
+		ls.status.SupportedKinds = []gwv1.RouteGroupKind{httpRouteKind}
+		if ar := l.AllowedRoutes; ar != nil {
+			if len(ar.Kinds) > 0 {
+				var kinds []gwv1.RouteGroupKind
+				invalid := false
+				for _, k := range ar.Kinds {
+					if (k.Group == nil || string(*k.Group) == GatewayGroup) && k.Kind == "HTTPRoute" {
+						kinds = append(kinds, httpRouteKind)
+					} else {
+						invalid = true
+					}
+				}
+				ls.status.SupportedKinds = kinds
+				if invalid {
+					resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
+						"only HTTPRoute is supported", gen)
+				}
+				if len(kinds) == 0 {
+					ls.valid = false
+				}
+			}
+			if ns := ar.Namespaces; ns != nil && ns.From != nil {
+				switch *ns.From {
+				case gwv1.NamespacesFromAll:
+					ls.sameNS = false
+				case gwv1.NamespacesFromSame:
+				default:
+					ls.valid = false
+					accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedValue),
+						fmt.Sprintf("allowedRoutes.namespaces.from %s is not supported; only Same and All", *ns.From), gen)
+				}
+			}
+		}
+		programmed := cond(string(gwv1.ListenerConditionProgrammed), ls.valid, string(gwv1.ListenerReasonProgrammed), "", gen)
+		if !ls.valid {
+			programmed.Reason = string(gwv1.ListenerReasonInvalid)
+		}
+		ls.status.Conditions = []metav1.Condition{
+			accepted,
+			cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen),
+			programmed,
+			resolved,
+		}
+		ls.status.SupportedKinds = slices.Clip(ls.status.SupportedKinds)
+		if ls.status.SupportedKinds == nil {
+			ls.status.SupportedKinds = []gwv1.RouteGroupKind{}
+		}
+		out = append(out, ls)
+	}
+	return out
+}
+
+func gatewayStatus(gw *gwv1.Gateway, ls []*listenerState) GatewayStatus {
+	gen := gw.Generation
+	valid := 0
+	out := GatewayStatus{Namespace: gw.Namespace, Name: gw.Name}
+	for _, l := range ls {
+		if l.valid {
+			valid++
+		}
+		out.Listeners = append(out.Listeners, *l.status)
+	}
+	accepted := cond(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "", gen)
+	programmed := cond(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
+	if valid < len(ls) {
+		accepted = cond(string(gwv1.GatewayConditionAccepted), valid > 0, string(gwv1.GatewayReasonListenersNotValid),
+			fmt.Sprintf("%d of %d listeners are not valid", len(ls)-valid, len(ls)), gen)
+	}
+	if valid == 0 {
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no valid listener", gen)
+	}
+	out.Conditions = []metav1.Condition{accepted, programmed}
+	return out
+}
+
+// hostIntersection is the host a route hostname and a listener hostname
+// both match ("" = any host), or false when they match none in common.
+func hostIntersection(listener, route string) (string, bool) {
+	switch {
+	case listener == "":
+		return route, true
+	case route == "":
+		return listener, true
+	case listener == route:
+		return route, true
+	case strings.HasPrefix(listener, "*.") && hostMatchesWildcard(route, listener):
+		return route, true
+	case strings.HasPrefix(route, "*.") && hostMatchesWildcard(listener, route):
+		return listener, true
+	}
+	return "", false
+}
+
+// hostMatchesWildcard: "*.example.com" matches "a.example.com" and
+// "a.b.example.com" (and the narrower "*.a.example.com"), never
+// "example.com".
+func hostMatchesWildcard(h, wildcard string) bool {
+	suffix := wildcard[1:] // ".example.com"
+	return strings.HasSuffix(h, suffix) && len(h) > len(suffix)
+}
+
+// httpRoute attaches r to its parents and claims its rules for the hosts
+// the attached listeners allow.
+func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerState, claims map[routeKey]ObjectRef, controller string) {
+	ref := httpRouteRef(r)
+	gen := r.Generation
+	var parents []gwv1.RouteParentStatus
+	hosts := map[string]bool{}
+	var routeHosts []string
+	for _, h := range r.Spec.Hostnames {
+		routeHosts = append(routeHosts, strings.ToLower(string(h)))
+	}
+	if len(routeHosts) == 0 {
+		routeHosts = []string{""}
+	}
+	var attached []*gwv1.RouteParentStatus
+	for _, pr := range r.Spec.ParentRefs {
+		if pr.Group != nil && string(*pr.Group) != GatewayGroup || pr.Kind != nil && *pr.Kind != "Gateway" {
+			continue
+		}
+		ns := r.Namespace
+		if pr.Namespace != nil {
+			ns = string(*pr.Namespace)
+		}
+		ls, ours := listeners[nsName{ns, string(pr.Name)}]
+		if !ours {
+			continue
+		}
+		ps := gwv1.RouteParentStatus{ParentRef: pr, ControllerName: gwv1.GatewayController(controller)}
+		reason, msg := string(gwv1.RouteReasonNoMatchingParent), "no listener matches sectionName/port"
+		var matched []*listenerState
+		for _, l := range ls {
+			if pr.SectionName != nil && *pr.SectionName != l.l.Name || pr.Port != nil && *pr.Port != l.l.Port {
+				continue
+			}
+			if !l.valid || l.sameNS && r.Namespace != ns || len(l.status.SupportedKinds) == 0 {
+				if reason == string(gwv1.RouteReasonNoMatchingParent) {
+					reason, msg = string(gwv1.RouteReasonNotAllowedByListeners), "the listeners do not allow this route"
+				}
+				continue
+			}
+			var lh []string
+			for _, h := range routeHosts {
+				if x, ok := hostIntersection(l.hostname, h); ok {
+					lh = append(lh, x)
+				}
+			}
+			if len(lh) == 0 {
+				reason, msg = string(gwv1.RouteReasonNoMatchingListenerHostname), "no hostname matches a listener's"
+				continue
+			}
+			for _, h := range lh {
+				hosts[h] = true
+			}
+			matched = append(matched, l)
+		}
+		if len(matched) == 0 {
+			ps.Conditions = []metav1.Condition{cond(string(gwv1.RouteConditionAccepted), false, reason, msg, gen)}
+		} else {
+			for _, l := range matched {
+				l.status.AttachedRoutes++
+			}
+			ps.Conditions = []metav1.Condition{cond(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen)}
+		}
+		parents = append(parents, ps)
+	}
+	if len(parents) == 0 {
+		return
+	}
+	for i := range parents {
+		if parents[i].Conditions[0].Status == metav1.ConditionTrue {
+			attached = append(attached, &parents[i])
+		}
+	}
+	resolved := cond(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
+	var unsupported []string
+	if len(attached) > 0 {
+		hostList := sortedHosts(hosts)
+		for i, rule := range r.Spec.Rules {
+			name, svc, port, rr, why := b.routeBackend(r, rule)
+			if why != "" {
+				unsupported = append(unsupported, fmt.Sprintf("rules[%d]: %s", i, why))
+				b.problem(ref, ReasonUnsupportedRouteRule, "rules[%d]: %s; the rule is ignored", i, why)
+				continue
+			}
+			if rr != nil {
+				if resolved.Status == metav1.ConditionTrue {
+					resolved = *rr
+				}
+				continue
+			}
+			b.routeRule(r, i, rule, hostList, name, svc, port, claims)
+		}
+	}
+	for _, p := range attached {
+		if len(unsupported) > 0 && len(unsupported) == len(r.Spec.Rules) {
+			p.Conditions[0] = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), strings.Join(unsupported, "; "), gen)
+		} else if len(unsupported) > 0 {
+			p.Conditions = append(p.Conditions, cond(string(gwv1.RouteConditionPartiallyInvalid), true, string(gwv1.RouteReasonUnsupportedValue), strings.Join(unsupported, "; "), gen))
+		}
+	}
+	for i := range parents {
+		parents[i].Conditions = append(parents[i].Conditions, resolved)
+	}
+	b.d.GatewayAPI.HTTPRoutes = append(b.d.GatewayAPI.HTTPRoutes, RouteStatus{Namespace: r.Namespace, Name: r.Name, Parents: parents})
+}
+
+func sortedHosts(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for h := range m {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// routeBackend checks what this version serves of a rule: path matches
+// with one Service backend and no filter. why explains an unsupported rule;
+// rr is a ResolvedRefs=False condition for a backend that cannot be used.
+func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (name, svc string, port int32, rr *metav1.Condition, why string) {
+	if len(rule.Filters) > 0 {
+		return "", "", 0, nil, "filters are not supported"
+	}
+	for _, m := range rule.Matches {
+		if len(m.Headers) > 0 || len(m.QueryParams) > 0 || m.Method != nil {
+			return "", "", 0, nil, "header, query parameter and method matches are not supported"
+		}
+		if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchRegularExpression {
+			return "", "", 0, nil, "RegularExpression paths are not supported"
+		}
+	}
+	var refs []gwv1.HTTPBackendRef
+	for _, br := range rule.BackendRefs {
+		if br.Weight == nil || *br.Weight > 0 {
+			refs = append(refs, br)
+		}
+	}
+	if len(refs) != 1 {
+		return "", "", 0, nil, "exactly one backendRef with a non-zero weight is supported"
+	}
+	if len(refs[0].Filters) > 0 {
+		return "", "", 0, nil, "backendRef filters are not supported"
+	}
+	br := refs[0].BackendObjectReference
+	gen := r.Generation
+	if br.Group != nil && *br.Group != "" || br.Kind != nil && *br.Kind != "Service" {
+		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonInvalidKind), "backendRefs must be Services", gen)
+		return "", "", 0, &c, ""
+	}
+	ns := r.Namespace
+	if br.Namespace != nil {
+		ns = string(*br.Namespace)
+	}
+	if ns != r.Namespace && !b.referenceGranted(r.Namespace, "HTTPRoute", ns, "", "Service", string(br.Name)) {
+		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonRefNotPermitted),
+			fmt.Sprintf("no ReferenceGrant in %s allows HTTPRoutes of %s to reach Service %s", ns, r.Namespace, br.Name), gen)
+		b.problem(httpRouteRef(r), ReasonRefNotPermitted, "backendRef Service %s/%s: %s", ns, br.Name, c.Message)
+		return "", "", 0, &c, ""
+	}
+	if br.Port == nil {
+		return "", "", 0, nil, "backendRef names no port"
+	}
+	if b.services[nsName{ns, string(br.Name)}] == nil {
+		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonBackendNotFound),
+			fmt.Sprintf("Service %s/%s not found", ns, br.Name), gen)
+		return "", "", 0, &c, ""
+	}
+	p := fmt.Sprint(*br.Port)
+	if !validBackendName(ns, string(br.Name), p) {
+		return "", "", 0, nil, "backendRef Service name must be a DNS label"
+	}
+	return ns + "_" + string(br.Name) + "_" + p, string(br.Name), int32(*br.Port), nil, ""
+}
+
+// referenceGranted: does a ReferenceGrant in toNS allow objects of kind
+// fromKind in fromNS to reference the object (toGroup, toKind, name)?
+func (b *builder) referenceGranted(fromNS, fromKind, toNS, toGroup, toKind, name string) bool {
+	for _, g := range b.s.ReferenceGrants {
+		if g == nil || g.Namespace != toNS {
+			continue
+		}
+		from := slices.ContainsFunc(g.Spec.From, func(f gwv1.ReferenceGrantFrom) bool {
+			return string(f.Group) == GatewayGroup && string(f.Kind) == fromKind && string(f.Namespace) == fromNS
+		})
+		to := slices.ContainsFunc(g.Spec.To, func(t gwv1.ReferenceGrantTo) bool {
+			return string(t.Group) == toGroup && string(t.Kind) == toKind && (t.Name == nil || string(*t.Name) == name)
+		})
+		if from && to {
+			return true
+		}
+	}
+	return false
+}
+
+// routeRule claims a rule's paths on every host and routes them to the
+// backend, like an Ingress rule.
+func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, hosts []string, name, svc string, port int32, claims map[routeKey]ObjectRef) {
+	ref := httpRouteRef(r)
+	matches := rule.Matches
+	if len(matches) == 0 {
+		matches = []gwv1.HTTPRouteMatch{{}}
+	}
+	for _, m := range matches {
+		raw, pt := "/", networkingv1.PathTypePrefix
+		if m.Path != nil {
+			if m.Path.Value != nil {
+				raw = *m.Path.Value
+			}
+			if m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchExact {
+				pt = networkingv1.PathTypeExact
+			}
+		}
+		path, typ, err := servedPath(raw, &pt)
+		if err != nil {
+			b.problem(ref, ReasonInvalidPath, "rules[%d] path %q: %v; the match is ignored", i, shortPath(raw), err)
+			continue
+		}
+		for _, host := range hosts {
+			if host != "" {
+				if err := checkHost(host); err != nil {
+					b.problem(ref, ReasonInvalidHost, "hostname %q: %v; it is ignored", host, err)
+					continue
+				}
+				if owner, ok := b.hostOwners[host]; ok && owner != r.Namespace && !b.o.AllowCrossNamespaceHosts {
+					b.problem(ref, ReasonRuleConflict, "host %q is taken by another namespace; the rules for it are ignored", host)
+					continue
+				}
+			}
+			key := routeKey{host, path, typ}
+			if c, taken := b.claims[key]; taken {
+				b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) is served by Ingress %s/%s, which wins over HTTPRoutes; this match is ignored",
+					host, path, typ, c.ing.Namespace, c.ing.Name)
+				continue
+			}
+			if c, taken := claims[key]; taken {
+				if c != ref {
+					b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) is already served by older %s; this match is ignored", host, path, typ, c)
+				}
+				continue
+			}
+			claims[key] = ref
+			if _, ok := b.hostOwners[host]; !ok && host != "" {
+				b.hostOwners[host] = r.Namespace
+			}
+			st := b.useBackend(name, namespaceOf(name), svc, networkingv1.ServiceBackendPort{Number: port}, nil)
+			if !slices.Contains(st.routes, ref) {
+				st.routes = append(st.routes, ref)
+			}
+			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: host, Path: path, PathType: typ, Backend: name})
+		}
+	}
+}
+
+// namespaceOf reads the namespace part of a backend name.
+func namespaceOf(backend string) string {
+	ns, _, _ := strings.Cut(backend, "_")
+	return ns
+}
+
+// dumpGatewayAPI writes the Gateway API status for the golden files.
+func dumpGatewayAPI(w *strings.Builder, d *Desired) {
+	g := d.GatewayAPI
+	if len(g.Classes) == 0 {
+		return
+	}
+	conds := func(indent string, cs []metav1.Condition) {
+		for _, c := range cs {
+			fmt.Fprintf(w, "%s%s=%s %s", indent, c.Type, c.Status, c.Reason)
+			if c.Message != "" {
+				fmt.Fprintf(w, " %q", c.Message)
+			}
+			w.WriteString("\n")
+		}
+	}
+	w.WriteString("\ngateway-api\n")
+	for _, c := range g.Classes {
+		fmt.Fprintf(w, "  GatewayClass %s\n", c.Name)
+		conds("    ", c.Conditions)
+	}
+	for _, gw := range g.Gateways {
+		fmt.Fprintf(w, "  Gateway %s/%s\n", gw.Namespace, gw.Name)
+		conds("    ", gw.Conditions)
+		for _, l := range gw.Listeners {
+			var kinds []string
+			for _, k := range l.SupportedKinds {
+				kinds = append(kinds, string(k.Kind))
+			}
+			fmt.Fprintf(w, "    listener %s attachedRoutes=%d kinds=%s\n", l.Name, l.AttachedRoutes, strings.Join(kinds, ","))
+			conds("      ", l.Conditions)
+		}
+	}
+	for _, r := range g.HTTPRoutes {
+		fmt.Fprintf(w, "  HTTPRoute %s/%s\n", r.Namespace, r.Name)
+		for _, p := range r.Parents {
+			ns := r.Namespace
+			if p.ParentRef.Namespace != nil {
+				ns = string(*p.ParentRef.Namespace)
+			}
+			section := ""
+			if p.ParentRef.SectionName != nil {
+				section = "#" + string(*p.ParentRef.SectionName)
+			}
+			fmt.Fprintf(w, "    parent %s/%s%s\n", ns, p.ParentRef.Name, section)
+			conds("      ", p.Conditions)
+		}
+	}
+}
