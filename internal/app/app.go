@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/perimeter-ingress/perimeter/internal/bgp"
 	"github.com/perimeter-ingress/perimeter/internal/config"
@@ -46,7 +47,18 @@ func ModelOptions(c *config.Config) model.Options {
 		AllowCrossNamespaceHosts: c.AllowCrossNamespaceHosts,
 		LocalAddresses:           localAddresses(),
 		DisableExternalName:      c.DisableServiceExternalName,
+		GatewayController:        c.GatewayController,
+		GatewayHTTPPort:          gatewayHTTPPort(c),
 	}
+}
+
+// gatewayHTTPPort is the port Gateway HTTP listeners must name: the http
+// frontend's, 0 (any) when HTTP is disabled and nothing serves them.
+func gatewayHTTPPort(c *config.Config) int {
+	if c.DisableHTTP {
+		return 0
+	}
+	return c.HTTPBindPort
 }
 
 // localAddresses are the edge host's own addresses, read when the options
@@ -184,6 +196,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 		}
 	}
 	w := kube.NewWatcher(cs, WatchOptions(c), log.With("component", "kube"))
+	gwcs, err := gwclient.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("gateway API client: %w", err)
+	}
+	w.WatchGatewayAPI(gwcs, cs.Discovery(), kube.DefaultGatewayDiscovery)
 	problems, stopEvents := kube.NewProblems(cs, w.Lookup, log.With("component", "events"))
 	defer stopEvents()
 
@@ -388,6 +405,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 		status = kube.NewStatusWriter(cs, w, kube.StatusOptions{
 			Addresses: addrs, ElectionID: c.ElectionID, ElectionNamespace: c.ElectionNamespace,
 			ClearOnShutdown: c.UpdateStatusOnShutdown,
+			Gateway:         gwcs,
 			OnLeading: func(on bool) {
 				if on {
 					m.StatusLeader.Set(1)
@@ -566,6 +584,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	}
 	if l.status != nil {
 		l.status.Serve(want.Served)
+		l.status.ServeGatewayAPI(want.GatewayAPI)
 	}
 	return res, nil
 }

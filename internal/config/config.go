@@ -40,6 +40,8 @@ type Config struct {
 	// DisableConfigSnippets is the peer's inverse of ConfigSnippets: kinds
 	// taken out of it ("all", "global", "backend", "frontend").
 	DisableConfigSnippets []string
+	// GatewayController is the GatewayClass controllerName served.
+	GatewayController string
 	// AllowCrossNamespaceHosts lets several namespaces route one host;
 	// TrustForwardedFor keeps a client's X-Forwarded-For (docs/security.md).
 	AllowCrossNamespaceHosts bool
@@ -195,6 +197,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.Var(listFlag{&c.NamespaceBlacklist}, "namespace-blacklist", "ignore these namespaces (repeatable or comma-separated)")
 	fs.Var(listFlag{&c.ConfigSnippets}, "config-snippets", "enable config snippets of these kinds: global, backend, frontend, stats (default: none)")
 	fs.Var(listFlag{&c.DisableConfigSnippets}, "disable-config-snippets", "disable config snippets of these kinds even when --config-snippets enables them: all, global, backend, frontend")
+	fs.StringVar(&c.GatewayController, "gateway-controller", "perimeter.io/gateway-controller", "serve the Gateways of the GatewayClasses with this spec.controllerName")
 	fs.BoolVar(&c.AllowCrossNamespaceHosts, "allow-cross-namespace-hosts", false, "let Ingresses of different namespaces share a host (default: a host belongs to the namespace of its oldest Ingress)")
 	fs.BoolVar(&c.DisableServiceExternalName, "disable-service-external-name", false, "refuse ExternalName Services (their backends get no servers, with an Event) instead of routing to the addresses their DNS name resolves to")
 	fs.StringVar(&c.ExternalNameResolver, "external-name-resolver", "", "DNS server, HOST:PORT, that resolves the names of ExternalName Services (default: the host's resolver configuration)")

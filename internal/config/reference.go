@@ -71,6 +71,7 @@ var notes = map[string]string{
 	"publish-service":               "--publish-address wins; the Service is read once, at start.",
 	"disable-config-snippets":       "The peer's flag: snippets are off here unless --config-snippets enables them.",
 	"pprof":                         "Profiles reveal the daemon's internals: keep the controller port on loopback.",
+	"gateway-controller":            "Gateway API objects are watched once their CRDs are installed; see [gateway-api.md](gateway-api.md).",
 }
 
 // intro of the compatibility group, after its title.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
@@ -35,6 +36,9 @@ type StatusOptions struct {
 	// OnLeading, when set, is told when this daemon starts (true) and
 	// stops (false) writing status.
 	OnLeading func(bool)
+	// Gateway writes the status of Gateway API objects (gateway_status.go);
+	// nil: none.
+	Gateway gwclient.Interface
 }
 
 // StatusWriter keeps the status of served Ingresses equal to the published
@@ -57,6 +61,7 @@ type StatusWriter struct {
 
 	mu      sync.Mutex
 	served  map[model.ObjectRef]bool
+	gateway *model.GatewayAPIStatus
 	kick    chan struct{}
 	leading bool
 }
@@ -205,6 +210,9 @@ func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
 			continue
 		}
 		s.log.Debug("ingress status written", "namespace", ing.Namespace, "name", ing.Name, "addresses", len(want))
+	}
+	if !clearAll {
+		s.syncGatewayAPI(ctx)
 	}
 }
 

@@ -76,6 +76,8 @@ type Watcher struct {
 
 	configMaps map[string]cache.SharedIndexInformer // NS/NAME -> single-object informer
 	names      *nameResolver                        // nil: ExternalName Services are not resolved
+	// gateway is set by WatchGatewayAPI (gateway.go).
+	gateway *gatewayWatch
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -279,6 +281,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+	}
+	if w.gateway != nil && !w.startGateway(ctx) {
+		go w.discoverGateway(ctx)
 	}
 	return nil
 }
@@ -532,6 +537,7 @@ func (w *Watcher) Snapshot() *model.Snapshot {
 	s.ErrorFiles = cm(w.opts.ErrorFiles)
 	s.TCPServices = cm(w.opts.TCPServices)
 	s.PatternFiles = cm(w.opts.PatternFiles)
+	w.gatewaySnapshot(s)
 	w.mu.Lock()
 	if len(w.refused) > 0 {
 		s.RefusedSecrets = maps.Clone(w.refused)
