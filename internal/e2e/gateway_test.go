@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -32,7 +34,7 @@ import (
 // test's GatewayClass names its own controller).
 var gatewayCRDs sync.Once
 
-func installGatewayCRDs(t *testing.T, e *env) {
+func installGatewayCRDs(t testing.TB, e *env) {
 	t.Helper()
 	var err error
 	gatewayCRDs.Do(func() { err = applyGatewayCRDs(e) })
@@ -92,7 +94,6 @@ func applyGatewayCRDs(e *env) error {
 	return nil
 }
 
-
 // TestGatewayHTTPRoute: a Gateway and HTTPRoutes served beside an Ingress
 // by one HAProxy, with the daemon's least-privilege identity: routing to
 // pods, a new hostname and a new route without a reload, the Ingress
@@ -102,42 +103,13 @@ func applyGatewayCRDs(e *env) error {
 func TestGatewayHTTPRoute(t *testing.T) {
 	e := newEnv(t)
 	installGatewayCRDs(t, e)
-	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	controller := "perimeter.io/e2e-" + e.ns
-	class := "perimeter-" + e.ns
-
 	web := e.pods("gw-web", 180, 1)
 	api := e.pods("gw-api", 181, 1)
 	e.service("web", nil, web...)
 	e.service("api", nil, api...)
 	e.ingress("legacy", nil, rule{host: "legacy.example.com", path: "/", service: "web"})
-
-	d := e.startDaemon("--gateway-controller=" + controller)
-
-	if _, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gw.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
-	hostname := gwv1.Hostname("*.example.com")
-	if _, err := gw.GatewayV1().Gateways(e.ns).Create(ctx, &gwv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: e.ns},
-		Spec: gwv1.GatewaySpec{
-			GatewayClassName: gwv1.ObjectName(class),
-			Listeners: []gwv1.Listener{
-				{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: gwv1.PortNumber(d.httpPort), Hostname: &hostname},
-				{Name: "tcp", Protocol: gwv1.TCPProtocolType, Port: 9000},
-			},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	d, gw, controller, class := e.gatewayDaemon(gwv1.Listener{Name: "tcp", Protocol: gwv1.TCPProtocolType, Port: 9000})
+	ctx := context.Background()
 	route := func(name string, hosts []string, rules ...gwv1.HTTPRouteRule) *gwv1.HTTPRoute {
 		r := &gwv1.HTTPRoute{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
@@ -180,14 +152,7 @@ func TestGatewayHTTPRoute(t *testing.T) {
 
 	// A new hostname and a new route are map changes: no reload.
 	before := d.reloads()
-	r, err := routes.Get(ctx, "shop", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Spec.Hostnames = append(r.Spec.Hostnames, "store.example.com")
-	if _, err := routes.Update(ctx, r, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateRoute(t, gw, e.ns, "shop", func(r *gwv1.HTTPRoute) { r.Spec.Hostnames = append(r.Spec.Hostnames, "store.example.com") })
 	d.expect("store.example.com", "/api", 200, "gw-api-0")
 	if _, err := routes.Create(ctx, route("late", []string{"legacy.example.com", "late.example.com"},
 		gwv1.HTTPRouteRule{BackendRefs: backend("api")}), metav1.CreateOptions{}); err != nil {
@@ -257,15 +222,9 @@ func TestGatewayHTTPRoute(t *testing.T) {
 
 	// A backendRef to another namespace needs a ReferenceGrant there.
 	other := e.c.Namespace(t)
-	r, err = routes.Get(ctx, "late", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := gwv1.Namespace(other)
-	r.Spec.Rules[0].BackendRefs[0].Namespace = &ns
-	if _, err := routes.Update(ctx, r, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateRoute(t, gw, e.ns, "late", func(r *gwv1.HTTPRoute) {
+		r.Spec.Rules[0].BackendRefs[0].Namespace = ptrTo(gwv1.Namespace(other))
+	})
 	testenv.Eventually(t, 20*time.Second, func() error {
 		r, err := routes.Get(ctx, "late", metav1.GetOptions{})
 		if err != nil {
@@ -277,6 +236,62 @@ func TestGatewayHTTPRoute(t *testing.T) {
 		return hasCondition(r.Status.Parents[0].Conditions, "ResolvedRefs", "False", "RefNotPermitted")
 	})
 	d.expect("late.example.com", "/", 404, "")
+}
+
+// gatewayDaemon starts a daemon serving a GatewayClass of its own and a
+// Gateway "edge" with an HTTP listener "http" for *.example.com on the
+// daemon's HTTP port, plus the extra listeners.
+func (e *env) gatewayDaemon(extra ...gwv1.Listener) (d *daemon, gw gwclient.Interface, controller, class string) {
+	t := e.t
+	t.Helper()
+	installGatewayCRDs(t, e)
+	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	controller = "perimeter.io/e2e-" + e.ns
+	class = "perimeter-" + e.ns
+	d = e.startDaemon("--gateway-controller=" + controller)
+	if _, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+	hostname := gwv1.Hostname("*.example.com")
+	if _, err := gw.GatewayV1().Gateways(e.ns).Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: e.ns},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: gwv1.ObjectName(class),
+			Listeners: append([]gwv1.Listener{
+				{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: gwv1.PortNumber(d.httpPort), Hostname: &hostname},
+			}, extra...),
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return d, gw, controller, class
+}
+
+// updateRoute changes an HTTPRoute, again on a conflict: the daemon writes
+// its status meanwhile.
+func updateRoute(tb testing.TB, gw gwclient.Interface, ns, name string, change func(*gwv1.HTTPRoute)) {
+	tb.Helper()
+	routes := gw.GatewayV1().HTTPRoutes(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		r, err := routes.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(r)
+		_, err = routes.Update(context.Background(), r, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
 }
 
 func hasCondition(cs []metav1.Condition, typ, status, reason string) error {
@@ -292,4 +307,87 @@ func hasCondition(cs []metav1.Condition, typ, status, reason string) error {
 		}
 	}
 	return fmt.Errorf("no %s condition among %d", typ, len(cs))
+}
+
+// BenchmarkHTTPRouteConvergence measures, on the real stack, the time from
+// an HTTPRoute write to HAProxy routing by it, for a new hostname and for a
+// new path match, and counts the reloads (want 0: both are map changes).
+func BenchmarkHTTPRouteConvergence(b *testing.B) {
+	e := newEnv(b)
+	pods := e.pods("gwb", 182, 2)
+	e.service("web", nil, pods[0])
+	e.service("api", nil, pods[1])
+	d, gw, _, _ := e.gatewayDaemon()
+	ctx := context.Background()
+	routes := gw.GatewayV1().HTTPRoutes(e.ns)
+	ref := func(svc string) []gwv1.HTTPBackendRef {
+		return []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+			Name: gwv1.ObjectName(svc), Port: ptrTo(gwv1.PortNumber(80))}}}}
+	}
+	if _, err := routes.Create(ctx, &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: e.ns},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Hostnames:       []gwv1.Hostname{"warm.example.com"},
+			// The api backend exists before the changes: adding a backend
+			// is a reload, adding a route to one is not.
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: ref("web")}, {
+				Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptrTo(gwv1.PathMatchPathPrefix), Value: ptrTo("/warm")}}},
+				BackendRefs: ref("api"),
+			}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	d.expect("warm.example.com", "/", 200, pods[0].Name)
+	d.expect("warm.example.com", "/warm", 200, pods[1].Name)
+	update := func(change func(r *gwv1.HTTPRoute)) { updateRoute(b, gw, e.ns, "bench", change) }
+	wait := func(host, path, pod string) {
+		testenv.Eventually(b, 10*time.Second, func() error {
+			r, err := d.get(host, path)
+			if err != nil {
+				return err
+			}
+			if r.status != 200 || r.header.Get("X-Pod") != pod {
+				return fmt.Errorf("status %d from %q", r.status, r.header.Get("X-Pod"))
+			}
+			return nil
+		})
+	}
+	const changes = 30
+	for i := 0; i < b.N; i++ {
+		before := d.reloads()
+		var hostTook, matchTook []time.Duration
+		for c := 0; c < changes; c++ {
+			host := fmt.Sprintf("h%d-%d.example.com", i, c)
+			start := time.Now()
+			// An HTTPRoute holds at most 16 hostnames: the previous new one
+			// makes way.
+			update(func(r *gwv1.HTTPRoute) { r.Spec.Hostnames = []gwv1.Hostname{"warm.example.com", gwv1.Hostname(host)} })
+			wait(host, "/", pods[0].Name)
+			hostTook = append(hostTook, time.Since(start))
+		}
+		for c := 0; c < changes; c++ {
+			path := fmt.Sprintf("/m%d-%d", i, c)
+			start := time.Now()
+			update(func(r *gwv1.HTTPRoute) {
+				// At most 16 rules, too: the previous new one makes way.
+				r.Spec.Rules = append(r.Spec.Rules[:2], gwv1.HTTPRouteRule{
+					Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptrTo(gwv1.PathMatchPathPrefix), Value: ptrTo(path)}}},
+					BackendRefs: ref("api"),
+				})
+			})
+			wait("warm.example.com", path, pods[1].Name)
+			matchTook = append(matchTook, time.Since(start))
+		}
+		reloads := d.reloads() - before
+		slices.Sort(hostTook)
+		ph := func(q float64) time.Duration { return hostTook[int(q*float64(len(hostTook)-1))] }
+		p := report(b, matchTook, reloads)
+		b.ReportMetric(float64(ph(0.5).Microseconds())/1000, "host-p50-ms")
+		b.ReportMetric(float64(ph(0.9).Microseconds())/1000, "host-p90-ms")
+		fmt.Printf("HTTPRoute new hostname -> routed, %d changes: p50 %v, p90 %v, max %v\n", changes, ph(0.5), ph(0.9), hostTook[len(hostTook)-1])
+		fmt.Printf("HTTPRoute new path match -> routed, %d changes: p50 %v, p90 %v, max %v; reloads during both: %d\n",
+			changes, p(0.5), p(0.9), matchTook[len(matchTook)-1], reloads)
+	}
 }
