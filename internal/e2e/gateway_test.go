@@ -236,6 +236,19 @@ func TestGatewayHTTPRoute(t *testing.T) {
 		return hasCondition(r.Status.Parents[0].Conditions, "ResolvedRefs", "False", "RefNotPermitted")
 	})
 	d.expect("late.example.com", "/", 404, "")
+
+	// A route that leaves our Gateway loses our status entry.
+	updateRoute(t, gw, e.ns, "late", func(r *gwv1.HTTPRoute) { r.Spec.ParentRefs[0].Name = "elsewhere" })
+	testenv.Eventually(t, 20*time.Second, func() error {
+		r, err := routes.Get(ctx, "late", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(r.Status.Parents) != 0 {
+			return fmt.Errorf("parents %+v", r.Status.Parents)
+		}
+		return nil
+	})
 }
 
 // gatewayDaemon starts a daemon serving a GatewayClass of its own and a

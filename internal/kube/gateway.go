@@ -183,3 +183,21 @@ func (w *Watcher) gatewayObject(kind, ns, name string) any {
 	}
 	return o
 }
+
+// gatewayRoutes lists the cached HTTPRoutes.
+func (w *Watcher) gatewayRoutes() []*gwv1.HTTPRoute {
+	g := w.gateway
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.running {
+		return nil
+	}
+	var out []*gwv1.HTTPRoute
+	for _, o := range g.routes.GetStore().List() {
+		out = append(out, o.(*gwv1.HTTPRoute))
+	}
+	return out
+}

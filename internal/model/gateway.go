@@ -33,6 +33,9 @@ const GatewayGroup = "gateway.networking.k8s.io"
 // should have. Conditions carry no LastTransitionTime: the writer keeps the
 // time of a condition whose status did not change.
 type GatewayAPIStatus struct {
+	// Controller is the controllerName served: the writer removes its
+	// entries from routes no longer attached to our Gateways.
+	Controller string
 	// Classes are our GatewayClasses, by name.
 	Classes []ClassStatus
 	// Gateways are the Gateways of our classes, by namespace/name.
@@ -103,6 +106,7 @@ func (b *builder) gatewayAPI() {
 		controller = DefaultGatewayController
 	}
 	st := &b.d.GatewayAPI
+	st.Controller = controller
 	ours := map[string]*gwv1.GatewayClass{}
 	for _, gc := range s.GatewayClasses {
 		if gc == nil || string(gc.Spec.ControllerName) != controller {
