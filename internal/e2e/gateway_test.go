@@ -220,6 +220,26 @@ func TestGatewayHTTPRoute(t *testing.T) {
 		return nil
 	})
 
+	// Two weighted backendRefs split the requests; a new weight is a map
+	// change.
+	weighted := func(web, api int32) []gwv1.HTTPBackendRef {
+		refs := append(backend("web"), backend("api")...)
+		refs[0].Weight, refs[1].Weight = &web, &api
+		return refs
+	}
+	if _, err := routes.Create(ctx, route("split", []string{"split.example.com"},
+		gwv1.HTTPRouteRule{BackendRefs: weighted(1, 1)}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.expect("split.example.com", "/", 200, "")
+	share(t, d, "split.example.com", "gw-api-0", 0.35, 0.65)
+	before = d.reloads()
+	updateRoute(t, gw, e.ns, "split", func(r *gwv1.HTTPRoute) { r.Spec.Rules[0].BackendRefs = weighted(1, 3) })
+	share(t, d, "split.example.com", "gw-api-0", 0.62, 0.88)
+	if n := d.reloads(); n != before {
+		t.Errorf("new backendRef weight: %d reloads, want none", n-before)
+	}
+
 	// A backendRef to another namespace needs a ReferenceGrant there.
 	other := e.c.Namespace(t)
 	updateRoute(t, gw, e.ns, "late", func(r *gwv1.HTTPRoute) {
@@ -288,6 +308,32 @@ func (e *env) gatewayDaemon(extra ...gwv1.Listener) (d *daemon, gw gwclient.Inte
 	return d, gw, controller, class
 }
 
+// share polls until the share of 400 requests to host that pod answers
+// lies within [lo, hi].
+func share(t *testing.T, d *daemon, host, pod string, lo, hi float64) {
+	t.Helper()
+	const n = 400
+	testenv.Eventually(t, 20*time.Second, func() error {
+		hits := 0
+		for range n {
+			r, err := d.get(host, "/")
+			if err != nil {
+				return err
+			}
+			if r.status != 200 {
+				return fmt.Errorf("status %d", r.status)
+			}
+			if r.header.Get("X-Pod") == pod {
+				hits++
+			}
+		}
+		if f := float64(hits) / n; f < lo || f > hi {
+			return fmt.Errorf("%s answered %.2f of the requests to %s, want %.2f..%.2f", pod, f, host, lo, hi)
+		}
+		return nil
+	})
+}
+
 // updateRoute changes an HTTPRoute, again on a conflict: the daemon writes
 // its status meanwhile.
 func updateRoute(tb testing.TB, gw gwclient.Interface, ns, name string, change func(*gwv1.HTTPRoute)) {
@@ -323,8 +369,9 @@ func hasCondition(cs []metav1.Condition, typ, status, reason string) error {
 }
 
 // BenchmarkHTTPRouteConvergence measures, on the real stack, the time from
-// an HTTPRoute write to HAProxy routing by it, for a new hostname and for a
-// new path match, and counts the reloads (want 0: both are map changes).
+// an HTTPRoute write to HAProxy routing by it, for a new hostname, a new
+// path match and a new backendRef weight, and counts the reloads (want 0:
+// all are map changes).
 func BenchmarkHTTPRouteConvergence(b *testing.B) {
 	e := newEnv(b)
 	pods := e.pods("gwb", 182, 2)
@@ -337,6 +384,13 @@ func BenchmarkHTTPRouteConvergence(b *testing.B) {
 		return []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
 			Name: gwv1.ObjectName(svc), Port: ptrTo(gwv1.PortNumber(80))}}}}
 	}
+	// Weights 1000:1 and 1:1000 round to 0% and 100% for api: every
+	// request shows which one is in force.
+	weights := func(web, api int32) []gwv1.HTTPBackendRef {
+		refs := append(ref("web"), ref("api")...)
+		refs[0].Weight, refs[1].Weight = &web, &api
+		return refs
+	}
 	if _, err := routes.Create(ctx, &gwv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: e.ns},
 		Spec: gwv1.HTTPRouteSpec{
@@ -347,6 +401,9 @@ func BenchmarkHTTPRouteConvergence(b *testing.B) {
 			Rules: []gwv1.HTTPRouteRule{{BackendRefs: ref("web")}, {
 				Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptrTo(gwv1.PathMatchPathPrefix), Value: ptrTo("/warm")}}},
 				BackendRefs: ref("api"),
+			}, {
+				Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptrTo(gwv1.PathMatchPathPrefix), Value: ptrTo("/w")}}},
+				BackendRefs: weights(1000, 1),
 			}},
 		},
 	}, metav1.CreateOptions{}); err != nil {
@@ -354,6 +411,7 @@ func BenchmarkHTTPRouteConvergence(b *testing.B) {
 	}
 	d.expect("warm.example.com", "/", 200, pods[0].Name)
 	d.expect("warm.example.com", "/warm", 200, pods[1].Name)
+	d.expect("warm.example.com", "/w", 200, pods[0].Name)
 	update := func(change func(r *gwv1.HTTPRoute)) { updateRoute(b, gw, e.ns, "bench", change) }
 	wait := func(host, path, pod string) {
 		testenv.Eventually(b, 10*time.Second, func() error {
@@ -385,7 +443,7 @@ func BenchmarkHTTPRouteConvergence(b *testing.B) {
 			start := time.Now()
 			update(func(r *gwv1.HTTPRoute) {
 				// At most 16 rules, too: the previous new one makes way.
-				r.Spec.Rules = append(r.Spec.Rules[:2], gwv1.HTTPRouteRule{
+				r.Spec.Rules = append(r.Spec.Rules[:3], gwv1.HTTPRouteRule{
 					Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptrTo(gwv1.PathMatchPathPrefix), Value: ptrTo(path)}}},
 					BackendRefs: ref("api"),
 				})
@@ -393,14 +451,30 @@ func BenchmarkHTTPRouteConvergence(b *testing.B) {
 			wait("warm.example.com", path, pods[1].Name)
 			matchTook = append(matchTook, time.Since(start))
 		}
+		var weightTook []time.Duration
+		for c := 0; c < changes; c++ {
+			w, pod := weights(1, 1000), pods[1].Name
+			if c%2 == 1 {
+				w, pod = weights(1000, 1), pods[0].Name
+			}
+			start := time.Now()
+			update(func(r *gwv1.HTTPRoute) { r.Spec.Rules[2].BackendRefs = w })
+			wait("warm.example.com", "/w", pod)
+			weightTook = append(weightTook, time.Since(start))
+		}
 		reloads := d.reloads() - before
+		slices.Sort(weightTook)
+		pw := func(q float64) time.Duration { return weightTook[int(q*float64(len(weightTook)-1))] }
+		b.ReportMetric(float64(pw(0.5).Microseconds())/1000, "weight-p50-ms")
+		b.ReportMetric(float64(pw(0.9).Microseconds())/1000, "weight-p90-ms")
+		fmt.Printf("HTTPRoute new backendRef weight -> routed, %d changes: p50 %v, p90 %v, max %v\n", changes, pw(0.5), pw(0.9), weightTook[len(weightTook)-1])
 		slices.Sort(hostTook)
 		ph := func(q float64) time.Duration { return hostTook[int(q*float64(len(hostTook)-1))] }
 		p := report(b, matchTook, reloads)
 		b.ReportMetric(float64(ph(0.5).Microseconds())/1000, "host-p50-ms")
 		b.ReportMetric(float64(ph(0.9).Microseconds())/1000, "host-p90-ms")
 		fmt.Printf("HTTPRoute new hostname -> routed, %d changes: p50 %v, p90 %v, max %v\n", changes, ph(0.5), ph(0.9), hostTook[len(hostTook)-1])
-		fmt.Printf("HTTPRoute new path match -> routed, %d changes: p50 %v, p90 %v, max %v; reloads during both: %d\n",
+		fmt.Printf("HTTPRoute new path match -> routed, %d changes: p50 %v, p90 %v, max %v; reloads during all three: %d\n",
 			changes, p(0.5), p(0.9), matchTook[len(matchTook)-1], reloads)
 	}
 }

@@ -49,6 +49,7 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.defaultBackend(ings)
 	b.gatewayAPI()
 	b.canaries(ings)
+	b.gatewaySplits()
 	b.secretRefs(ings)
 	b.buildMaps()
 	b.routeACLMaps()
@@ -115,6 +116,9 @@ type builder struct {
 	// variants finds a backend by Service port and Ingress-scope settings
 	// (variants.go).
 	variants map[variantID]*backendState
+	// gwSplits are the weighted HTTPRoute rules' canary entries, by the
+	// rule's own backend (gateway.go).
+	gwSplits map[string]routeSplit
 	// variantKeys caches variantKey by Ingress and Service.
 	variantKeys map[ingService]string
 	claims      map[routeKey]claim

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -364,7 +365,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 	if len(attached) > 0 {
 		hostList := sortedHosts(hosts)
 		for i, rule := range r.Spec.Rules {
-			name, svc, port, rr, why := b.routeBackend(r, rule)
+			refs, rr, why := b.routeBackend(r, rule)
 			if why != "" {
 				unsupported = append(unsupported, fmt.Sprintf("rules[%d]: %s", i, why))
 				b.problem(ref, ReasonUnsupportedRouteRule, "rules[%d]: %s; the rule is ignored", i, why)
@@ -376,7 +377,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 				}
 				continue
 			}
-			b.routeRule(r, i, rule, hostList, name, svc, port, claims)
+			b.routeRule(r, i, rule, hostList, refs, claims)
 		}
 	}
 	for _, p := range attached {
@@ -401,62 +402,135 @@ func sortedHosts(m map[string]bool) []string {
 	return out
 }
 
-// routeBackend checks what this version serves of a rule: path matches
-// with one Service backend and no filter. why explains an unsupported rule;
-// rr is a ResolvedRefs=False condition for a backend that cannot be used.
-func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (name, svc string, port int32, rr *metav1.Condition, why string) {
+// routeRef is a resolved Service backendRef of a rule.
+type routeRef struct {
+	base, ns, svc string
+	port          int32
+	weight        int32
+}
+
+// routeBackend checks what this version serves of a rule: path matches, no
+// filter, and one Service backend or two with weights. why explains an
+// unsupported rule; rr is a ResolvedRefs=False condition for a backend
+// that cannot be used.
+func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs []routeRef, rr *metav1.Condition, why string) {
 	if len(rule.Filters) > 0 {
-		return "", "", 0, nil, "filters are not supported"
+		return nil, nil, "filters are not supported"
 	}
 	for _, m := range rule.Matches {
 		if len(m.Headers) > 0 || len(m.QueryParams) > 0 || m.Method != nil {
-			return "", "", 0, nil, "header, query parameter and method matches are not supported"
+			return nil, nil, "header, query parameter and method matches are not supported"
 		}
 		if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchRegularExpression {
-			return "", "", 0, nil, "RegularExpression paths are not supported"
+			return nil, nil, "RegularExpression paths are not supported"
 		}
 	}
-	var refs []gwv1.HTTPBackendRef
+	var brs []gwv1.HTTPBackendRef
 	for _, br := range rule.BackendRefs {
 		if br.Weight == nil || *br.Weight > 0 {
-			refs = append(refs, br)
+			brs = append(brs, br)
 		}
 	}
-	if len(refs) != 1 {
-		return "", "", 0, nil, "exactly one backendRef with a non-zero weight is supported"
+	if len(brs) == 0 || len(brs) > 2 {
+		return nil, nil, "one or two backendRefs with a non-zero weight are supported"
 	}
-	if len(refs[0].Filters) > 0 {
-		return "", "", 0, nil, "backendRef filters are not supported"
-	}
-	br := refs[0].BackendObjectReference
 	gen := r.Generation
-	if br.Group != nil && *br.Group != "" || br.Kind != nil && *br.Kind != "Service" {
-		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonInvalidKind), "backendRefs must be Services", gen)
-		return "", "", 0, &c, ""
+	for _, hbr := range brs {
+		if len(hbr.Filters) > 0 {
+			return nil, nil, "backendRef filters are not supported"
+		}
+		br := hbr.BackendObjectReference
+		if br.Group != nil && *br.Group != "" || br.Kind != nil && *br.Kind != "Service" {
+			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonInvalidKind), "backendRefs must be Services", gen)
+			return nil, &c, ""
+		}
+		ns := r.Namespace
+		if br.Namespace != nil {
+			ns = string(*br.Namespace)
+		}
+		if ns != r.Namespace && !b.referenceGranted(r.Namespace, "HTTPRoute", ns, "", "Service", string(br.Name)) {
+			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonRefNotPermitted),
+				fmt.Sprintf("no ReferenceGrant in %s allows HTTPRoutes of %s to reach Service %s", ns, r.Namespace, br.Name), gen)
+			b.problem(httpRouteRef(r), ReasonRefNotPermitted, "backendRef Service %s/%s: %s", ns, br.Name, c.Message)
+			return nil, &c, ""
+		}
+		if br.Port == nil {
+			return nil, nil, "backendRef names no port"
+		}
+		if b.services[nsName{ns, string(br.Name)}] == nil {
+			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonBackendNotFound),
+				fmt.Sprintf("Service %s/%s not found", ns, br.Name), gen)
+			return nil, &c, ""
+		}
+		p := fmt.Sprint(*br.Port)
+		if !validBackendName(ns, string(br.Name), p) {
+			return nil, nil, "backendRef Service name must be a DNS label"
+		}
+		w := int32(1)
+		if hbr.Weight != nil {
+			w = *hbr.Weight
+		}
+		refs = append(refs, routeRef{base: ns + "_" + string(br.Name) + "_" + p, ns: ns, svc: string(br.Name), port: int32(*br.Port), weight: w})
 	}
-	ns := r.Namespace
-	if br.Namespace != nil {
-		ns = string(*br.Namespace)
+	return refs, nil, ""
+}
+
+// routeSplit is a weighted rule's share for its second backend, in the
+// canary maps (feat_canary.go) of the rule's own backend.
+type routeSplit struct {
+	canary string
+	weight int
+}
+
+// ruleBackend is the backend a rule routes to. A rule with two weighted
+// backends gets a backend of its own for the first, whose canary maps send
+// the second its share of requests (rounded to a percent), so that the
+// split touches no other rule routing to the same Service.
+func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i int, refs []routeRef) *backendState {
+	ref := httpRouteRef(r)
+	main := refs[0]
+	var st *backendState
+	if len(refs) == 1 {
+		st = b.useBackend(main.base, main.ns, main.svc, networkingv1.ServiceBackendPort{Number: main.port}, nil)
+	} else {
+		id := variantID{base: main.base, key: fmt.Sprintf("\x00%s#%d", ref, i)}
+		if st = b.variants[id]; st == nil {
+			st = &backendState{name: b.variantName(id), base: main.base, namespace: main.ns, service: main.svc,
+				port: networkingv1.ServiceBackendPort{Number: main.port}}
+			b.backends[st.name] = st
+			b.variants[id] = st
+		}
+		second := refs[1]
+		cst := b.useBackend(second.base, second.ns, second.svc, networkingv1.ServiceBackendPort{Number: second.port}, nil)
+		if !slices.Contains(cst.routes, ref) {
+			cst.routes = append(cst.routes, ref)
+		}
+		total := int(main.weight) + int(second.weight)
+		if b.gwSplits == nil {
+			b.gwSplits = map[string]routeSplit{}
+		}
+		b.gwSplits[st.name] = routeSplit{canary: cst.name, weight: (int(second.weight)*MaxCanaryWeight + total/2) / total}
 	}
-	if ns != r.Namespace && !b.referenceGranted(r.Namespace, "HTTPRoute", ns, "", "Service", string(br.Name)) {
-		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonRefNotPermitted),
-			fmt.Sprintf("no ReferenceGrant in %s allows HTTPRoutes of %s to reach Service %s", ns, r.Namespace, br.Name), gen)
-		b.problem(httpRouteRef(r), ReasonRefNotPermitted, "backendRef Service %s/%s: %s", ns, br.Name, c.Message)
-		return "", "", 0, &c, ""
+	if !slices.Contains(st.routes, ref) {
+		st.routes = append(st.routes, ref)
 	}
-	if br.Port == nil {
-		return "", "", 0, nil, "backendRef names no port"
+	return st
+}
+
+// gatewaySplits adds the weighted rules' backends to the canary maps.
+func (b *builder) gatewaySplits() {
+	if len(b.gwSplits) == 0 {
+		return
 	}
-	if b.services[nsName{ns, string(br.Name)}] == nil {
-		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonBackendNotFound),
-			fmt.Sprintf("Service %s/%s not found", ns, br.Name), gen)
-		return "", "", 0, &c, ""
+	backend, weight := b.d.Maps[MapCanaryBackend], b.d.Maps[MapCanaryWeight]
+	if backend == nil {
+		backend, weight = map[string]string{}, map[string]string{}
+		b.d.Maps[MapCanaryBackend], b.d.Maps[MapCanaryWeight] = backend, weight
 	}
-	p := fmt.Sprint(*br.Port)
-	if !validBackendName(ns, string(br.Name), p) {
-		return "", "", 0, nil, "backendRef Service name must be a DNS label"
+	for name, sp := range b.gwSplits {
+		backend[name] = sp.canary
+		weight[name] = strconv.Itoa(sp.weight)
 	}
-	return ns + "_" + string(br.Name) + "_" + p, string(br.Name), int32(*br.Port), nil, ""
 }
 
 // referenceGranted: does a ReferenceGrant in toNS allow objects of kind
@@ -481,7 +555,7 @@ func (b *builder) referenceGranted(fromNS, fromKind, toNS, toGroup, toKind, name
 
 // routeRule claims a rule's paths on every host and routes them to the
 // backend, like an Ingress rule.
-func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, hosts []string, name, svc string, port int32, claims map[routeKey]ObjectRef) {
+func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, hosts []string, refs []routeRef, claims map[routeKey]ObjectRef) {
 	ref := httpRouteRef(r)
 	matches := rule.Matches
 	if len(matches) == 0 {
@@ -529,19 +603,10 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 			if _, ok := b.hostOwners[host]; !ok && host != "" {
 				b.hostOwners[host] = r.Namespace
 			}
-			st := b.useBackend(name, namespaceOf(name), svc, networkingv1.ServiceBackendPort{Number: port}, nil)
-			if !slices.Contains(st.routes, ref) {
-				st.routes = append(st.routes, ref)
-			}
-			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: host, Path: path, PathType: typ, Backend: name})
+			st := b.ruleBackend(r, i, refs)
+			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: host, Path: path, PathType: typ, Backend: st.name})
 		}
 	}
-}
-
-// namespaceOf reads the namespace part of a backend name.
-func namespaceOf(backend string) string {
-	ns, _, _ := strings.Cut(backend, "_")
-	return ns
 }
 
 // dumpGatewayAPI writes the Gateway API status for the golden files.
