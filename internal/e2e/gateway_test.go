@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,6 +239,50 @@ func TestGatewayHTTPRoute(t *testing.T) {
 	share(t, d, "split.example.com", "gw-api-0", 0.62, 0.88)
 	if n := d.reloads(); n != before {
 		t.Errorf("new backendRef weight: %d reloads, want none", n-before)
+	}
+
+	// Filters: a redirect to another hostname (on the listener's port, as
+	// the spec says when no port is given), request and response headers
+	// set.
+	echo := testenv.StartPod(t, testenv.PodOptions{Name: "gw-echo-0", IP: "198.18.183.10",
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Pod", "gw-echo-0")
+			w.Header().Set("X-Seen-Env", r.Header.Get("X-Env"))
+		})})
+	e.service("echo", nil, echo)
+	if _, err := routes.Create(ctx, route("filters", []string{"filters.example.com"},
+		gwv1.HTTPRouteRule{Matches: prefix("/old"), Filters: []gwv1.HTTPRouteFilter{{
+			Type:            gwv1.HTTPRouteFilterRequestRedirect,
+			RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Hostname: ptrTo(gwv1.PreciseHostname("new.example.com")), StatusCode: ptrTo(301)},
+		}}},
+		gwv1.HTTPRouteRule{BackendRefs: backend("echo"), Filters: []gwv1.HTTPRouteFilter{{
+			Type:                  gwv1.HTTPRouteFilterRequestHeaderModifier,
+			RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Set: []gwv1.HTTPHeader{{Name: "X-Env", Value: "100% prod"}}},
+		}, {
+			Type:                   gwv1.HTTPRouteFilterResponseHeaderModifier,
+			ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{Set: []gwv1.HTTPHeader{{Name: "X-Served-By", Value: "perimeter"}}},
+		}}},
+	), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.expect("filters.example.com", "/old/x?q=1", 301, "")
+	resp, err := d.get("filters.example.com", "/old/x?q=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("http://new.example.com:%d/old/x?q=1", d.httpPort); resp.header.Get("Location") != want {
+		t.Errorf("redirect to %q, want %q", resp.header.Get("Location"), want)
+	}
+	d.expect("filters.example.com", "/", 200, "gw-echo-0")
+	resp, err = d.do(http.MethodGet, "filters.example.com", "/", http.Header{"X-Env": {"dev"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.header.Get("X-Seen-Env"); got != "100% prod" {
+		t.Errorf("the pod saw X-Env %q, want the filter's %q", got, "100% prod")
+	}
+	if got := resp.header.Get("X-Served-By"); got != "perimeter" {
+		t.Errorf("response X-Served-By %q, want perimeter", got)
 	}
 
 	// A backendRef to another namespace needs a ReferenceGrant there.

@@ -34,6 +34,10 @@ func (b *builder) finishBackend(st *backendState) *Backend {
 	}}
 	svc := b.services[nsName{st.namespace, st.service}]
 	b.applyBackendSettings(&draft, st, svc)
+	if st.http != nil {
+		// A Gateway API rule's own backend: its filters are its rules.
+		draft.HTTP = *st.http
+	}
 	b.finishFeatures(&draft, st)
 
 	// A backend whose Service or port is missing keeps its routes: HAProxy
@@ -45,6 +49,10 @@ func (b *builder) finishBackend(st *backendState) *Backend {
 	}
 	switch reason := b.resolveEndpoints(&draft.Backend, svc); reason {
 	case ReasonServiceNotFound:
+		if st.service == "" {
+			// A Gateway API redirect rule: no Service to serve.
+			break
+		}
 		b.userProblem(st, ReasonServiceNotFound, "Service %s/%s not found; backend %s has no servers", st.namespace, st.service, st.name)
 	case ReasonUnsupportedService:
 		b.userProblem(st, ReasonUnsupportedService, "Service %s/%s is of type ExternalName (%q), which --disable-service-external-name turns off; backend %s has no servers",

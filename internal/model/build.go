@@ -83,6 +83,9 @@ type backendState struct {
 	users []*networkingv1.Ingress
 	// routes are the Gateway API routes routing to the backend.
 	routes []ObjectRef
+	// http are the filters of the one HTTPRoute rule a backend of its own
+	// serves (gateway.go); nil otherwise.
+	http *HTTPRules
 	// fromFlag marks the --default-backend-service backend.
 	fromFlag bool
 	// passthrough marks the mode tcp backend of an ssl-passthrough host

@@ -365,7 +365,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 	if len(attached) > 0 {
 		hostList := sortedHosts(hosts)
 		for i, rule := range r.Spec.Rules {
-			refs, rr, why := b.routeBackend(r, rule)
+			refs, http, rr, why := b.routeBackend(r, rule)
 			if why != "" {
 				unsupported = append(unsupported, fmt.Sprintf("rules[%d]: %s", i, why))
 				b.problem(ref, ReasonUnsupportedRouteRule, "rules[%d]: %s; the rule is ignored", i, why)
@@ -377,7 +377,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 				}
 				continue
 			}
-			b.routeRule(r, i, rule, hostList, refs, claims)
+			b.routeRule(r, i, rule, hostList, refs, http, claims)
 		}
 	}
 	for _, p := range attached {
@@ -413,16 +413,17 @@ type routeRef struct {
 // filter, and one Service backend or two with weights. why explains an
 // unsupported rule; rr is a ResolvedRefs=False condition for a backend
 // that cannot be used.
-func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs []routeRef, rr *metav1.Condition, why string) {
-	if len(rule.Filters) > 0 {
-		return nil, nil, "filters are not supported"
+func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs []routeRef, http *HTTPRules, rr *metav1.Condition, why string) {
+	http, why = b.routeFilters(rule.Filters)
+	if why != "" {
+		return nil, nil, nil, why
 	}
 	for _, m := range rule.Matches {
 		if len(m.Headers) > 0 || len(m.QueryParams) > 0 || m.Method != nil {
-			return nil, nil, "header, query parameter and method matches are not supported"
+			return nil, nil, nil, "header, query parameter and method matches are not supported"
 		}
 		if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchRegularExpression {
-			return nil, nil, "RegularExpression paths are not supported"
+			return nil, nil, nil, "RegularExpression paths are not supported"
 		}
 	}
 	var brs []gwv1.HTTPBackendRef
@@ -431,18 +432,22 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 			brs = append(brs, br)
 		}
 	}
+	if len(brs) == 0 && http != nil && http.Redirect != "" {
+		// The redirect answers: no backend is asked.
+		return nil, http, nil, ""
+	}
 	if len(brs) == 0 || len(brs) > 2 {
-		return nil, nil, "one or two backendRefs with a non-zero weight are supported"
+		return nil, nil, nil, "one or two backendRefs with a non-zero weight are supported"
 	}
 	gen := r.Generation
 	for _, hbr := range brs {
 		if len(hbr.Filters) > 0 {
-			return nil, nil, "backendRef filters are not supported"
+			return nil, nil, nil, "backendRef filters are not supported"
 		}
 		br := hbr.BackendObjectReference
 		if br.Group != nil && *br.Group != "" || br.Kind != nil && *br.Kind != "Service" {
 			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonInvalidKind), "backendRefs must be Services", gen)
-			return nil, &c, ""
+			return nil, nil, &c, ""
 		}
 		ns := r.Namespace
 		if br.Namespace != nil {
@@ -452,19 +457,19 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonRefNotPermitted),
 				fmt.Sprintf("no ReferenceGrant in %s allows HTTPRoutes of %s to reach Service %s", ns, r.Namespace, br.Name), gen)
 			b.problem(httpRouteRef(r), ReasonRefNotPermitted, "backendRef Service %s/%s: %s", ns, br.Name, c.Message)
-			return nil, &c, ""
+			return nil, nil, &c, ""
 		}
 		if br.Port == nil {
-			return nil, nil, "backendRef names no port"
+			return nil, nil, nil, "backendRef names no port"
 		}
 		if b.services[nsName{ns, string(br.Name)}] == nil {
 			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonBackendNotFound),
 				fmt.Sprintf("Service %s/%s not found", ns, br.Name), gen)
-			return nil, &c, ""
+			return nil, nil, &c, ""
 		}
 		p := fmt.Sprint(*br.Port)
 		if !validBackendName(ns, string(br.Name), p) {
-			return nil, nil, "backendRef Service name must be a DNS label"
+			return nil, nil, nil, "backendRef Service name must be a DNS label"
 		}
 		w := int32(1)
 		if hbr.Weight != nil {
@@ -472,7 +477,90 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		}
 		refs = append(refs, routeRef{base: ns + "_" + string(br.Name) + "_" + p, ns: ns, svc: string(br.Name), port: int32(*br.Port), weight: w})
 	}
-	return refs, nil, ""
+	if http != nil && len(refs) > 1 {
+		return nil, nil, nil, "filters with two weighted backendRefs are not supported"
+	}
+	return refs, http, nil, ""
+}
+
+// routeFilters translates the filters this version serves into the HTTP
+// rules of the rule's own backend: RequestRedirect to another hostname
+// (and port), and the set lists of RequestHeaderModifier and
+// ResponseHeaderModifier. Values are literal: no sample expressions.
+func (b *builder) routeFilters(filters []gwv1.HTTPRouteFilter) (*HTTPRules, string) {
+	if len(filters) == 0 {
+		return nil, ""
+	}
+	h := &HTTPRules{}
+	headers := func(m *gwv1.HTTPHeaderFilter, what string) ([]Header, string) {
+		if m == nil || len(m.Add) > 0 || len(m.Remove) > 0 {
+			return nil, what + ": only set is supported"
+		}
+		var out []Header
+		for _, x := range m.Set {
+			if err := validHeaderName(string(x.Name)); err != nil {
+				return nil, fmt.Sprintf("%s: %v", what, err)
+			}
+			if err := checkText(x.Value, maxValueLen); err != nil || x.Value == "" {
+				return nil, fmt.Sprintf("%s: header %s: the value must be printable text", what, x.Name)
+			}
+			out = append(out, Header{Name: string(x.Name), Value: x.Value, Format: strings.ReplaceAll(x.Value, "%", "%%")})
+		}
+		return out, ""
+	}
+	for _, f := range filters {
+		var why string
+		switch f.Type {
+		case gwv1.HTTPRouteFilterRequestHeaderModifier:
+			h.RequestHeaders, why = headers(f.RequestHeaderModifier, "RequestHeaderModifier")
+		case gwv1.HTTPRouteFilterResponseHeaderModifier:
+			h.ResponseHeaders, why = headers(f.ResponseHeaderModifier, "ResponseHeaderModifier")
+		case gwv1.HTTPRouteFilterRequestRedirect:
+			why = b.routeRedirect(f.RequestRedirect, h)
+		default:
+			why = fmt.Sprintf("filter %s is not supported", f.Type)
+		}
+		if why != "" {
+			return nil, why
+		}
+	}
+	return h, ""
+}
+
+// routeRedirect serves a RequestRedirect that changes the hostname (and
+// port), keeping scheme, path and query.
+func (b *builder) routeRedirect(rd *gwv1.HTTPRequestRedirectFilter, h *HTTPRules) string {
+	switch {
+	case rd == nil:
+		return "RequestRedirect: no settings"
+	case rd.Hostname == nil:
+		return "RequestRedirect: only redirects to another hostname are supported"
+	case rd.Path != nil:
+		return "RequestRedirect: path modifiers are not supported"
+	case rd.Scheme != nil && *rd.Scheme != "http":
+		return "RequestRedirect: scheme changes are not supported"
+	}
+	target := strings.ToLower(string(*rd.Hostname))
+	port := 0
+	switch {
+	case rd.Port != nil:
+		port = int(*rd.Port)
+	case rd.Scheme == nil && b.o.GatewayHTTPPort != 0:
+		// The spec's default: the listener's port.
+		port = b.o.GatewayHTTPPort
+	}
+	if port != 0 && port != 80 {
+		target += ":" + strconv.Itoa(port)
+	}
+	if _, err := parseHostPort(target); err != nil {
+		return fmt.Sprintf("RequestRedirect: %v", err)
+	}
+	h.Redirect = target
+	h.RedirectCode = 302
+	if rd.StatusCode != nil {
+		h.RedirectCode = *rd.StatusCode
+	}
+	return ""
 }
 
 // routeSplit is a weighted rule's share for its second backend, in the
@@ -486,11 +574,16 @@ type routeSplit struct {
 // backends gets a backend of its own for the first, whose canary maps send
 // the second its share of requests (rounded to a percent), so that the
 // split touches no other rule routing to the same Service.
-func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i int, refs []routeRef) *backendState {
+func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i int, refs []routeRef, http *HTTPRules) *backendState {
 	ref := httpRouteRef(r)
-	main := refs[0]
+	// A redirect rule has a backend without servers, named after no
+	// Service port (port 0 never is one).
+	main := routeRef{base: r.Namespace + "_redirect_0", ns: r.Namespace}
+	if len(refs) > 0 {
+		main = refs[0]
+	}
 	var st *backendState
-	if len(refs) == 1 {
+	if len(refs) == 1 && http == nil {
 		st = b.useBackend(main.base, main.ns, main.svc, networkingv1.ServiceBackendPort{Number: main.port}, nil)
 	} else {
 		id := variantID{base: main.base, key: fmt.Sprintf("\x00%s#%d", ref, i)}
@@ -500,6 +593,9 @@ func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i int, refs []routeRef) *backen
 			b.backends[st.name] = st
 			b.variants[id] = st
 		}
+		st.http = http
+	}
+	if len(refs) == 2 {
 		second := refs[1]
 		cst := b.useBackend(second.base, second.ns, second.svc, networkingv1.ServiceBackendPort{Number: second.port}, nil)
 		if !slices.Contains(cst.routes, ref) {
@@ -555,7 +651,7 @@ func (b *builder) referenceGranted(fromNS, fromKind, toNS, toGroup, toKind, name
 
 // routeRule claims a rule's paths on every host and routes them to the
 // backend, like an Ingress rule.
-func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, hosts []string, refs []routeRef, claims map[routeKey]ObjectRef) {
+func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, hosts []string, refs []routeRef, http *HTTPRules, claims map[routeKey]ObjectRef) {
 	ref := httpRouteRef(r)
 	matches := rule.Matches
 	if len(matches) == 0 {
@@ -603,7 +699,7 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 			if _, ok := b.hostOwners[host]; !ok && host != "" {
 				b.hostOwners[host] = r.Namespace
 			}
-			st := b.ruleBackend(r, i, refs)
+			st := b.ruleBackend(r, i, refs, http)
 			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: host, Path: path, PathType: typ, Backend: st.name})
 		}
 	}
