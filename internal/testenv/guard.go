@@ -170,30 +170,17 @@ func ensureGuardRoute(h *netlink.Handle, r *netlink.Route) error {
 
 // GuardActive6 reports whether the IPv6 leak guard route is in the root
 // namespace.
-func GuardActive6() (bool, error) {
-	h, err := rootNetlink()
-	if err != nil {
-		return false, err
-	}
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V6, guardRoute6(), netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return false, err
-	}
-	for _, r := range routes {
-		if r.Type == unix.RTN_UNREACHABLE {
-			return true, nil
-		}
-	}
-	return false, nil
-}
+func GuardActive6() (bool, error) { return guardActive(netlink.FAMILY_V6, guardRoute6()) }
 
 // GuardActive reports whether the leak guard route is in the root namespace.
-func GuardActive() (bool, error) {
+func GuardActive() (bool, error) { return guardActive(netlink.FAMILY_V4, guardRoute()) }
+
+func guardActive(family int, guard *netlink.Route) (bool, error) {
 	h, err := rootNetlink()
 	if err != nil {
 		return false, err
 	}
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, guardRoute(), netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	routes, err := h.RouteListFiltered(family, guard, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return false, err
 	}
