@@ -402,7 +402,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 				addrs = []string{a}
 			}
 		}
-		status = kube.NewStatusWriter(cs, w, kube.StatusOptions{
+		scs, err := kube.StatusClient(rc)
+		if err != nil {
+			return err
+		}
+		status = kube.NewStatusWriter(scs, w, kube.StatusOptions{
 			Addresses: addrs, ElectionID: c.ElectionID, ElectionNamespace: c.ElectionNamespace,
 			ClearOnShutdown: c.UpdateStatusOnShutdown,
 			Gateway:         gwcs,

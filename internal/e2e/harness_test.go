@@ -85,6 +85,13 @@ func (s *syncBuffer) String() string {
 // tests sharing the cluster do not see each other's Ingresses.
 func (e *env) startDaemon(extra ...string) *daemon {
 	e.t.Helper()
+	return e.startDaemonWithin(60*time.Second, extra...)
+}
+
+// startDaemonWithin is startDaemon with a longer wait for readiness, for
+// daemons that start against many objects.
+func (e *env) startDaemonWithin(ready time.Duration, extra ...string) *daemon {
+	e.t.Helper()
 	d := &daemon{
 		t:          e.t,
 		httpPort:   testenv.FreePort(e.t),
@@ -128,7 +135,7 @@ func (e *env) startDaemon(extra ...string) *daemon {
 			e.t.Logf("daemon output:\n%s", tail(d.out.String(), 60))
 		}
 	})
-	testenv.Eventually(e.t, 60*time.Second, func() error {
+	testenv.Eventually(e.t, ready, func() error {
 		select {
 		case <-d.done:
 			e.t.Fatalf("daemon exited: %v\n%s", d.exitErr, d.out.String())

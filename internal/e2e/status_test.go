@@ -132,3 +132,36 @@ func TestIngressStatus(t *testing.T) {
 		t.Fatalf("after --update-status-on-shutdown, status %q, want empty", got)
 	}
 }
+
+// TestIngressStatusRestartWritesNothing: a daemon that starts where every
+// served Ingress already carries the right status writes none of them
+// (it used to clear them all before its first configuration, then write
+// them again), and says so in its first status pass.
+func TestIngressStatusRestartWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	pods := e.pods("str", 50, 1)
+	e.service("web", nil, pods[0])
+	for i := range 3 {
+		e.ingress(fmt.Sprintf("site%d", i), nil, rule{host: fmt.Sprintf("restart%d.test", i), path: "/", service: "web"})
+	}
+	flags := []string{"--election-namespace=" + e.ns, "--disable-https", "--publish-address=203.0.113.20"}
+	d := e.startDaemon(flags...)
+	before := map[string]string{}
+	for i := range 3 {
+		name := fmt.Sprintf("site%d", i)
+		e.expectStatus(name, "203.0.113.20", 30*time.Second)
+		_, before[name] = e.ingressStatus(name)
+	}
+	d.stop()
+
+	d = e.startDaemon(flags...)
+	d.expect("restart0.test", "/", 200, "str-0")
+	if written := d.statusPass(t, 3, 30*time.Second); written != 0 {
+		t.Errorf("first status pass after restart wrote %d Ingresses, want 0", written)
+	}
+	for name, rv := range before {
+		if _, now := e.ingressStatus(name); now != rv {
+			t.Errorf("Ingress %s was written (resourceVersion %s -> %s) though its status was right", name, rv, now)
+		}
+	}
+}

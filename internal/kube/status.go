@@ -9,11 +9,13 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -64,6 +66,21 @@ type StatusWriter struct {
 	gateway *model.GatewayAPIStatus
 	kick    chan struct{}
 	leading bool
+	// passed: a pass over the served Ingresses has been logged.
+	passed bool
+}
+
+// StatusClient is the status writer's own client: its writes come in bursts
+// of thousands after a start and must not wait behind, or hold up, the
+// informers' and Events' rate limit.
+func StatusClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = 500, 500
+	cs, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("status client: %w", err)
+	}
+	return cs, nil
 }
 
 // NewStatusWriter prepares a writer; Run starts the election.
@@ -181,13 +198,28 @@ func (s *StatusWriter) lead(ctx context.Context) {
 	}
 }
 
+// statusWriters is how many status writes are in flight at once: one at a
+// time, 10,000 Ingresses would take minutes even at a high client QPS.
+const statusWriters = 16
+
 // sync writes the status of every cached Ingress that differs from what it
 // should be: ours for served Ingresses, empty for ones that carry our
 // addresses but are no longer ours. No write happens when nothing differs.
 func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
+	start := time.Now()
 	s.mu.Lock()
 	served := s.served
+	if served == nil && !clearAll {
+		// Before the first configuration is served every Ingress would
+		// look no longer ours: clearing them all only to write them again
+		// a moment later doubles the writes of every restart.
+		s.mu.Unlock()
+		return
+	}
+	first := !s.passed && len(served) > 0
+	s.passed = s.passed || first
 	s.mu.Unlock()
+	var todo []*networkingv1.Ingress
 	for _, ing := range s.w.AllIngresses() {
 		ref := model.ObjectRef{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name}
 		cur := ing.Status.LoadBalancer.Ingress
@@ -205,12 +237,30 @@ func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
 		}
 		up := ing.DeepCopy()
 		up.Status.LoadBalancer.Ingress = want
-		if _, err := s.cs.NetworkingV1().Ingresses(ing.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
-			s.log.Warn("ingress status", "namespace", ing.Namespace, "name", ing.Name, "err", err)
-			continue
-		}
-		s.log.Debug("ingress status written", "namespace", ing.Namespace, "name", ing.Name, "addresses", len(want))
+		todo = append(todo, up)
 	}
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range min(statusWriters, len(todo)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(todo) && ctx.Err() == nil; i = int(next.Add(1) - 1) {
+				up := todo[i]
+				if _, err := s.cs.NetworkingV1().Ingresses(up.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
+					failed.Add(1)
+					s.log.Warn("ingress status", "namespace", up.Namespace, "name", up.Name, "err", err)
+					continue
+				}
+				s.log.Debug("ingress status written", "namespace", up.Namespace, "name", up.Name, "addresses", len(up.Status.LoadBalancer.Ingress))
+			}
+		})
+	}
+	wg.Wait()
+	level := slog.LevelDebug
+	if first || len(todo) > 0 {
+		level = slog.LevelInfo
+	}
+	s.log.Log(ctx, level, "ingress status pass", "served", len(served), "written", len(todo)-int(failed.Load()),
+		"failed", failed.Load(), "took", time.Since(start).Round(time.Millisecond))
 	if !clearAll {
 		s.syncGatewayAPI(ctx)
 	}

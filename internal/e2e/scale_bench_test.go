@@ -1,0 +1,536 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
+)
+
+// BenchmarkScale runs the large-cluster scenario on the real stack: n
+// Ingresses (one host each), n Services and 10n endpoints, then measures
+// start-up, the endpoint, new-host and new-backend paths, memory, Ingress
+// status and a reload under load. BENCH_SCALE=20000 (or "1000,50000") picks
+// other sizes. The endpoints' addresses are spread over four pods that
+// accept any address of their /20, so 100,000 endpoints need four servers.
+func BenchmarkScale(b *testing.B) {
+	sizes := []int{1000, 10000}
+	if s := os.Getenv("BENCH_SCALE"); s != "" {
+		sizes = nil
+		for f := range strings.SplitSeq(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("BENCH_SCALE=%q: want sizes like 20000 or 1000,50000", s)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				runScale(b, n)
+			}
+		})
+	}
+}
+
+const (
+	scalePods      = 4
+	scaleEndpoints = 10 // per Service
+	scalePort      = 9090
+)
+
+// scalePod is a test pod that answers on every address of its /20 (an
+// AnyIP local route), with X-Addr naming the address the request reached.
+type scalePod struct {
+	*testenv.Pod
+	block netip.Prefix
+}
+
+func scaleAddr(pod, off int) string {
+	base := netip.MustParseAddr("198.18.128.0").As4()
+	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	v += uint32(pod)<<12 + uint32(off)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String()
+}
+
+// endpointAddr spreads the endpoints of all Services over the pods'
+// blocks; addresses repeat across Services beyond 16,000 endpoints, which
+// HAProxy does not mind.
+func endpointAddr(svc, ep int) string {
+	g := svc*scaleEndpoints + ep
+	return scaleAddr(g%scalePods, 2+(g/scalePods)%4000)
+}
+
+func startScalePods(b *testing.B) []*scalePod {
+	var pods []*scalePod
+	for k := 0; k < scalePods; k++ {
+		p := testenv.StartPod(b, testenv.PodOptions{Name: fmt.Sprintf("scale-%d", k), IP: scaleAddr(k, 1)})
+		sp := &scalePod{Pod: p, block: netip.PrefixFrom(netip.MustParseAddr(scaleAddr(k, 0)), 20)}
+		podNL, err := p.Netns.Netlink()
+		if err != nil {
+			b.Fatal(err)
+		}
+		lo, err := podNL.LinkByName("lo")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := podNL.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: ipNet(sp.block),
+			Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST}); err != nil {
+			b.Fatalf("local route %s in pod: %v", sp.block, err)
+		}
+		host, err := netlink.LinkByName(p.Link.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := &netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipNet(sp.block), Gw: net.IP(p.Link.PeerAddr.Addr().AsSlice())}
+		if err := netlink.RouteAdd(r); err != nil {
+			b.Fatalf("route %s: %v", sp.block, err)
+		}
+		b.Cleanup(func() { _ = netlink.RouteDel(r) })
+		var ln net.Listener
+		if err := p.Netns.Do(func() (err error) {
+			ln, err = net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", scalePort))
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		name := p.Name
+		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Pod", name)
+			if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+				host, _, _ := net.SplitHostPort(a.String())
+				w.Header().Set("X-Addr", host)
+			}
+			_, _ = w.Write([]byte(name))
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		b.Cleanup(func() { _ = srv.Close() })
+		pods = append(pods, sp)
+	}
+	return pods
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// scaleIngress is one Ingress with one host routed to one Service.
+func scaleIngress(ns, name, host, svc string) *networkingv1.Ingress {
+	pt := networkingv1.PathTypePrefix
+	return &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host,
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: &pt,
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+					Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}},
+			}}}}}}},
+	}
+}
+
+// scaleObjects creates Services s<i>, their slices and Ingresses s<i>
+// (host s<i>.test) for i in [from, to), with parallel clients.
+func (e *env) scaleObjects(ctx context.Context, from, to int) error {
+	var next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for w := 0; w < 32; w++ {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= to {
+					return
+				}
+				if _, err := e.scaleService(ctx, i); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (e *env) scaleService(ctx context.Context, i int) (*testenv.Service, error) {
+	name := fmt.Sprintf("s%d", i)
+	eps := make([]testenv.Endpoint, scaleEndpoints)
+	for j := range eps {
+		eps[j] = testenv.Endpoint{IP: endpointAddr(i, j)}
+	}
+	svc, err := e.c.CreateServiceCtx(ctx, testenv.ServiceSpec{Namespace: e.ns, Name: name,
+		Ports: []testenv.ServicePort{{TargetPort: scalePort}}, Endpoints: eps})
+	if err != nil {
+		return nil, err
+	}
+	_, err = e.c.Admin.NetworkingV1().Ingresses(e.ns).Create(ctx, scaleIngress(e.ns, name, name+".test", name), metav1.CreateOptions{})
+	return svc, err
+}
+
+// scaleRow is one figure of the issue's table.
+type scaleRow struct {
+	name, value string
+}
+
+func runScale(b *testing.B, n int) {
+	e := newEnv(b)
+	ctx := context.Background()
+	startScalePods(b)
+	var rows []scaleRow
+	row := func(name, format string, args ...any) {
+		rows = append(rows, scaleRow{name, fmt.Sprintf(format, args...)})
+		fmt.Printf("scale %d: %s: %s\n", n, name, fmt.Sprintf(format, args...))
+	}
+	var nofile unix.Rlimit
+	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile)
+	row("RLIMIT_NOFILE (as inherited)", "soft %d, hard %d", nofile.Cur, nofile.Max)
+
+	start := time.Now()
+	svc0, err := e.scaleService(ctx, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.scaleObjects(ctx, 1, n); err != nil {
+		b.Fatal(err)
+	}
+	row("objects created", "%d Services, %d EndpointSlices (%d endpoints), %d Ingresses in %v",
+		n, n, n*scaleEndpoints, n, time.Since(start).Round(time.Millisecond))
+
+	// 100,000 TCP checks every 2 s would measure the four test pods, not
+	// the edge: checks are off for the whole run.
+	e.configMap("perimeter", map[string]string{"check": "false"})
+	args := []string{"--configmap=" + e.ns + "/perimeter", "--log=info"}
+	start = time.Now()
+	d := e.startDaemonWithin(5*time.Minute, args...)
+	ready := time.Since(start)
+	for _, i := range []int{0, n / 2, n - 1} {
+		d.expect(fmt.Sprintf("s%d.test", i), "/", 200, "")
+	}
+	b.ReportMetric(ready.Seconds(), "start-ready-s")
+	row("daemon start -> ready (first full config served)", "%v (target <= 10 s)", ready.Round(time.Millisecond))
+
+	// Ingress status of all n, written by this first start.
+	statusStart := start
+	var statusTook time.Duration
+	testenv.Eventually(b, 10*time.Minute, func() error {
+		list, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return err
+		}
+		done := 0
+		for _, ing := range list.Items {
+			if len(ing.Status.LoadBalancer.Ingress) > 0 {
+				done++
+			}
+		}
+		if done < n {
+			return fmt.Errorf("%d of %d Ingresses have a status", done, n)
+		}
+		statusTook = time.Since(statusStart)
+		return nil
+	})
+	b.ReportMetric(statusTook.Seconds(), "status-all-s")
+	row("Ingress status for all after start", "%v (target <= 30 s)", statusTook.Round(time.Millisecond))
+
+	// One endpoint change -> served: s0's only endpoint moves to a new
+	// address each time; served when a request reaches that address.
+	before := d.reloads()
+	var took []time.Duration
+	for c := 0; c < 100; c++ {
+		addr := scaleAddr(c%scalePods, 4001+c%90)
+		start := time.Now()
+		svc0.SetEndpoints(b, testenv.Endpoint{IP: addr})
+		testenv.Eventually(b, 30*time.Second, func() error {
+			r, err := d.get("s0.test", "/")
+			if err != nil {
+				return err
+			}
+			if got := r.header.Get("X-Addr"); got != addr {
+				return fmt.Errorf("s0.test answered from %q, want %s", got, addr)
+			}
+			return nil
+		})
+		took = append(took, time.Since(start))
+	}
+	reloads := d.reloads() - before
+	q := quantiles(took)
+	b.ReportMetric(ms(q(0.99)), "endpoint-p99-ms")
+	row("one endpoint change -> served", "p50 %v, p90 %v, p99 %v, max %v over %d changes; reloads %d (target p99 <= 10 ms)",
+		q(0.5), q(0.9), q(0.99), q(1), len(took), reloads)
+
+	// A new host on an existing Service: a map change.
+	before = d.reloads()
+	took = took[:0]
+	for c := 0; c < 50; c++ {
+		host := fmt.Sprintf("new%d.test", c)
+		svc := fmt.Sprintf("s%d", (c*7919)%n)
+		start := time.Now()
+		if _, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).Create(ctx, scaleIngress(e.ns, fmt.Sprintf("new%d", c), host, svc), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		d.served(host, 30*time.Second)
+		took = append(took, time.Since(start))
+	}
+	reloads = d.reloads() - before
+	q = quantiles(took)
+	b.ReportMetric(ms(q(0.99)), "new-host-p99-ms")
+	b.ReportMetric(float64(reloads), "new-host-reloads")
+	row("a new Ingress host on an existing Service -> served", "p50 %v, p90 %v, p99 %v, max %v over %d hosts; reloads %d (target p99 <= 50 ms, 0 reloads)",
+		q(0.5), q(0.9), q(0.99), q(1), len(took), reloads)
+
+	// A new Service + Ingress needs a reload (a new backend): one at a
+	// time, then ten at once to see them coalesce.
+	before = d.reloads()
+	took = took[:0]
+	for c := 0; c < 10; c++ {
+		i := n + c
+		start := time.Now()
+		if _, err := e.scaleService(ctx, i); err != nil {
+			b.Fatal(err)
+		}
+		d.served(fmt.Sprintf("s%d.test", i), time.Minute)
+		took = append(took, time.Since(start))
+	}
+	reloads = d.reloads() - before
+	q = quantiles(took)
+	before = d.reloads()
+	start = time.Now()
+	if err := e.scaleObjects(ctx, n+10, n+20); err != nil {
+		b.Fatal(err)
+	}
+	for i := n + 10; i < n+20; i++ {
+		d.served(fmt.Sprintf("s%d.test", i), time.Minute)
+	}
+	burst := time.Since(start)
+	burstReloads := d.reloads() - before
+	b.ReportMetric(ms(q(0.99)), "new-backend-p99-ms")
+	row("a new Service + Ingress -> served", "p50 %v, p99 %v, max %v over %d one at a time (%d reloads); 10 at once: all served in %v with %d reloads (target p99 <= 1 s, coalesced)",
+		q(0.5), q(0.99), q(1), len(took), reloads, burst.Round(time.Millisecond), burstReloads)
+
+	daemonRSS := rssMiB(d.cmd.Process.Pid)
+	var haproxyRSS float64
+	hpids := haproxyPIDs(d.runtimeDir)
+	for _, pid := range hpids {
+		haproxyRSS += rssMiB(pid)
+	}
+	b.ReportMetric(daemonRSS, "daemon-rss-MiB")
+	b.ReportMetric(haproxyRSS, "haproxy-rss-MiB")
+	row("daemon RSS", "%.0f MiB (target <= 300 MiB)", daemonRSS)
+	row("HAProxy RSS (master and all workers)", "%.0f MiB in %d processes (target <= 1 GiB)", haproxyRSS, len(hpids))
+
+	// A reload under 2,000 req/s, half on kept-alive connections, half on
+	// new ones.
+	failed, sent, rate := d.reloadUnderLoad(b, e, n+20, 2000)
+	b.ReportMetric(float64(failed), "reload-failed-requests")
+	row("a reload under load", "%d failed of %d requests at %.0f req/s (keep-alive and new connections; target 0 failed)", failed, sent, rate)
+
+	// A second start finds every status right: no write.
+	rvs := ingressVersions(b, e)
+	d.stop()
+	start = time.Now()
+	d = e.startDaemonWithin(5*time.Minute, args...)
+	restart := time.Since(start)
+	d.served("s0.test", time.Minute)
+	written := d.statusPass(b, n, 5*time.Minute)
+	changed := 0
+	for name, rv := range ingressVersions(b, e) {
+		if rvs[name] != rv {
+			changed++
+		}
+	}
+	if written != 0 || changed != 0 {
+		b.Fatalf("second start wrote status of %d Ingresses (%d changed resourceVersion) whose status was already right", written, changed)
+	}
+	row("restart with every status right", "ready in %v, status writes 0, Ingresses changed 0", restart.Round(time.Millisecond))
+	writeScaleReport(b, n, rows)
+}
+
+// served polls until host answers 200.
+func (d *daemon) served(host string, within time.Duration) {
+	d.t.Helper()
+	testenv.Eventually(d.t, within, func() error {
+		r, err := d.get(host, "/")
+		if err != nil {
+			return err
+		}
+		if r.status != 200 {
+			return fmt.Errorf("%s: status %d", host, r.status)
+		}
+		return nil
+	})
+}
+
+var statusPassLine = regexp.MustCompile(`ingress status pass.*served\W+(\d+).*written\W+(\d+)`)
+
+// statusPass waits for the status writer's first pass over at least
+// served Ingresses and returns how many it wrote.
+func (d *daemon) statusPass(b testing.TB, served int, within time.Duration) int {
+	var written int
+	testenv.Eventually(b, within, func() error {
+		for _, m := range statusPassLine.FindAllStringSubmatch(d.out.String(), -1) {
+			if n, _ := strconv.Atoi(m[1]); n >= served {
+				written, _ = strconv.Atoi(m[2])
+				return nil
+			}
+		}
+		return fmt.Errorf("no status pass over %d Ingresses logged yet", served)
+	})
+	return written
+}
+
+func ingressVersions(b *testing.B, e *env) map[string]string {
+	list, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make(map[string]string, len(list.Items))
+	for _, ing := range list.Items {
+		out[ing.Name] = ing.ResourceVersion
+	}
+	return out
+}
+
+// reloadUnderLoad sends rate req/s over 100 hosts, half on
+// kept-alive connections and half on new ones, and makes a reload (a new
+// Service + Ingress) in the middle. It returns failed and sent requests
+// and the rate reached.
+func (d *daemon) reloadUnderLoad(b *testing.B, e *env, i, rate int) (failed, sent int64, reached float64) {
+	const workers = 40
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var nFailed, nSent atomic.Int64
+	var firstErr atomic.Value
+	interval := time.Duration(workers) * time.Second / time.Duration(rate)
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		tr := &http.Transport{DisableKeepAlives: w%2 == 1, MaxIdleConnsPerHost: 1}
+		cl := &http.Client{Timeout: 5 * time.Second, Transport: tr}
+		wg.Go(func() {
+			defer tr.CloseIdleConnections()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for k := 0; ; k++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", d.httpPort), nil)
+				req.Host = fmt.Sprintf("s%d.test", (w*100+k)%100)
+				nSent.Add(1)
+				resp, err := cl.Do(req)
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					nFailed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	// A second of load before the reload and one after it.
+	loaded := func(n int64) {
+		testenv.Eventually(b, time.Minute, func() error {
+			if s := nSent.Load(); s < n {
+				return fmt.Errorf("%d requests sent, waiting for %d", s, n)
+			}
+			return nil
+		})
+	}
+	loaded(int64(rate))
+	before := d.reloads()
+	if _, err := e.scaleService(context.Background(), i); err != nil {
+		b.Fatal(err)
+	}
+	d.served(fmt.Sprintf("s%d.test", i), time.Minute)
+	testenv.Eventually(b, time.Minute, func() error {
+		if d.reloads() == before {
+			return errors.New("no reload yet")
+		}
+		return nil
+	})
+	loaded(nSent.Load() + int64(rate))
+	cancel()
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		fmt.Printf("reload under load: first failure: %v\n", err)
+	}
+	return nFailed.Load(), nSent.Load(), float64(nSent.Load()) / time.Since(start).Seconds()
+}
+
+func quantiles(took []time.Duration) func(float64) time.Duration {
+	s := slices.Clone(took)
+	slices.Sort(s)
+	return func(q float64) time.Duration { return s[int(q*float64(len(s)-1))].Round(10 * time.Microsecond) }
+}
+
+// rssMiB reads a process's resident set size.
+func rssMiB(pid int) float64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// writeScaleReport appends the table to $PERIMETER_TEST_REPORT, in one
+// write so that packages running at once do not mix their lines.
+func writeScaleReport(b *testing.B, n int, rows []scaleRow) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "scale: %d Ingresses / %d Services / %d endpoints (BenchmarkScale):\n", n, n, n*scaleEndpoints)
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "  %s: %s\n", r.name, r.value)
+	}
+	b.Log(sb.String())
+	path := os.Getenv("PERIMETER_TEST_REPORT")
+	if path == "" {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Error(err)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	_, err = f.WriteString(sb.String())
+	if err = errors.Join(err, f.Close()); err != nil {
+		b.Error(err)
+	}
+}
