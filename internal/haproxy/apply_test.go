@@ -371,3 +371,23 @@ func TestDesiredStateRejects(t *testing.T) {
 		t.Errorf("the bad key is not blamed on its Ingress: %+v", problems)
 	}
 }
+
+// TestApplySlotsShrinkWithoutReload: a backend whose endpoints shrink so
+// that the model sizes it fewer slots keeps the slots it has, at run time;
+// growing past them reloads.
+func TestApplySlotsShrinkWithoutReload(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 8, eps("198.18.0.1", "198.18.0.2", "198.18.0.3", "198.18.0.4", "198.18.0.5"))))
+	u.rt.take()
+	res := mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 4, eps("198.18.0.1"))))
+	if res.Reloaded || u.master.count() != 1 {
+		t.Fatalf("shrink to fewer slots reloaded: %+v", res)
+	}
+	if n := strings.Count(readConfig(t, u.Driver), "server SRV_"); n != 8 {
+		t.Errorf("config has %d server slots after the shrink, want the 8 it had", n)
+	}
+	res = mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 12, eps("198.18.0.1", "198.18.0.2", "198.18.0.3", "198.18.0.4", "198.18.0.5", "198.18.0.6", "198.18.0.7", "198.18.0.8", "198.18.0.9"))))
+	if !res.Reloaded || res.ReloadReason != ReloadSlots {
+		t.Fatalf("growth past the slots: %+v, want a %s reload", res, ReloadSlots)
+	}
+}

@@ -319,6 +319,11 @@ func withSlots(cur, target *state) {
 	for n, b := range target.backends {
 		var prev []slot
 		if cb, ok := cur.backends[n]; ok {
+			if cb.spec.Slots > b.spec.Slots && specWithoutSlots(cb.spec) == specWithoutSlots(b.spec) {
+				// Fewer endpoints fit in the slots the backend has: a
+				// reload only to free slots would cost more than they do.
+				b.spec.Slots = cb.spec.Slots
+			}
 			if cb.spec.Slots == b.spec.Slots && slices.Equal(cb.endpoints, b.endpoints) {
 				// The common case: nothing changed for this backend.
 				b.slots = cb.slots

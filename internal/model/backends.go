@@ -89,15 +89,27 @@ func (b *builder) resolveEndpoints(be *Backend, svc *corev1.Service) (reason str
 			reason = ReasonPortNotFound
 		}
 	}
-	inc := be.endpointsFrom.serversIncrement
-	if inc < 1 {
-		inc = defaultServersIncrement
-	}
-	be.Slots = max(inc, (len(be.Endpoints)+inc-1)/inc*inc)
+	be.Slots = slotsFor(len(be.Endpoints), be.endpointsFrom.serversIncrement)
 	if be.endpointsFrom.failClosed {
 		be.Endpoints = nil
 	}
 	return reason
+}
+
+// slotsFor is the number of server slots for n endpoints. With an
+// increment (servers-increment), slots come in blocks of that size, as the
+// HAProxy Kubernetes Ingress Controller allocates them. Without one they
+// are sized to need: n plus a quarter (at least one) free for scale-up,
+// rounded up to a multiple of 4, so a backend costs HAProxy memory and file
+// descriptors in proportion to its endpoints, and growing from n to 2n
+// takes about three reloads. Every slot of a checked server holds a file
+// descriptor, so the fixed 42 per backend of the peer made 1,000 backends
+// need 42,000 of them.
+func slotsFor(n, increment int) int {
+	if increment >= 1 {
+		return max(increment, (n+increment-1)/increment*increment)
+	}
+	return (n + max(1, n/4) + 3) / 4 * 4
 }
 
 func portString(p networkingv1.ServiceBackendPort) string {

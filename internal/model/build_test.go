@@ -259,7 +259,7 @@ func TestServiceProblems(t *testing.T) {
 		if !ok || r.Backend != be {
 			t.Errorf("%s -> %s, want %s", p, r.Backend, be)
 		}
-		if b := backendByName(t, d, be); len(b.Endpoints) != 0 || b.Slots != defaultServersIncrement {
+		if b := backendByName(t, d, be); len(b.Endpoints) != 0 || b.Slots != 4 {
 			t.Errorf("backend %s: %d endpoints, %d slots", be, len(b.Endpoints), b.Slots)
 		}
 	}
@@ -300,7 +300,10 @@ func TestSlots(t *testing.T) {
 		increment string
 		n, want   int
 	}{
-		{"", 0, 42}, {"", 42, 42}, {"", 43, 84}, {"10", 0, 10}, {"10", 10, 10}, {"10", 11, 20}, {"1", 5, 5},
+		// Unset: sized to need, a quarter (at least one) free, multiples of 4.
+		{"", 0, 4}, {"", 3, 4}, {"", 4, 8}, {"", 10, 12}, {"", 12, 16}, {"", 13, 16}, {"", 17, 24}, {"", 100, 128},
+		// Set: blocks of the increment, as the peer allocates them.
+		{"42", 0, 42}, {"42", 43, 84}, {"10", 0, 10}, {"10", 10, 10}, {"10", 11, 20}, {"1", 5, 5},
 	} {
 		var eps []discoveryv1.Endpoint
 		for i := range tt.n {

@@ -70,11 +70,20 @@ func fallbackNote(s *Setting, scope Scope) string {
 	case lower != "" && s.Default != "":
 		return "ignored; the " + lower + " value or the default " + quote(s.Default) + " applies"
 	case lower != "":
-		return "ignored; the " + lower + " value or HAProxy's default applies"
+		return "ignored; the " + lower + " value or " + s.unset() + " applies"
 	case s.Default != "":
 		return "ignored; the default " + quote(s.Default) + " applies"
 	}
-	return "ignored; HAProxy's default applies"
+	return "ignored; " + s.unset() + " applies"
+}
+
+// unset names what applies when no scope sets the setting and it has no
+// Default.
+func (s *Setting) unset() string {
+	if s.Unset != "" {
+		return s.Unset
+	}
+	return "HAProxy's default"
 }
 
 func quote(s string) string { return `"` + s + `"` }

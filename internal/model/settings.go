@@ -2,7 +2,6 @@ package model
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -163,7 +162,10 @@ type Setting struct {
 	// Default applies when no scope sets a valid value; "" leaves the field
 	// at its zero value (HAProxy's or the renderer's default).
 	Default string
-	Doc     string
+	// Unset names what applies without a value when Default is "" (for
+	// messages; "HAProxy's default" when empty).
+	Unset string
+	Doc   string
 	// Example is a valid value shown in docs/annotations.md.
 	Example string
 	// Runtime marks settings applied through the Runtime API without a
@@ -243,10 +245,6 @@ func globalSetting[T any](s Setting, p parser[T], set func(*Global, T)) Setting 
 
 const backendScopes = ScopeConfigMap | ScopeIngress | ScopeService
 
-// defaultServersIncrement is the server-slot block size when the ConfigMap
-// does not set one (the HAProxy Kubernetes Ingress Controller's default).
-const defaultServersIncrement = 42
-
 // settings is the one table of every key the model understands. A new
 // feature adds its entry here; docs are generated from Settings().
 var settings = func() []Setting {
@@ -280,8 +278,8 @@ var settings = func() []Setting {
 		}, boolParser(), func(b *backendDraft, v bool) { b.ForwardedFor = v }),
 		backendSetting(Setting{
 			Name: "servers-increment", Aliases: []string{"scale-server-slots", "server-slots"}, Scopes: ScopeConfigMap | ScopeService,
-			Default: strconv.Itoa(defaultServersIncrement), Example: "100",
-			Doc: "Server slots are allocated in blocks of this size, so endpoint changes rarely need a reload.",
+			Example: "42", Unset: "server slots sized to the endpoints",
+			Doc: "Server slots come in blocks of this size (the HAProxy Kubernetes Ingress Controller's 42 by default). Unset, slots are sized to the endpoints: their number plus a quarter (at least one) free for scale-up, in multiples of 4; a backend that shrinks keeps its slots without a reload.",
 		}, intRange(1, 1000), func(b *backendDraft, v int) { b.serversIncrement = v }),
 
 		// Global settings.

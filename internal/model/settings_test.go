@@ -247,8 +247,9 @@ func TestServersIncrementAlias(t *testing.T) {
 	}{
 		{[]string{"scale-server-slots=7"}, 7},
 		{[]string{"servers-increment=5", "scale-server-slots=7"}, 5},
-		{[]string{"servers-increment=0"}, 42},
-		{[]string{"servers-increment=1001"}, 42},
+		// Out of range: unset, slots sized to need.
+		{[]string{"servers-increment=0"}, 4},
+		{[]string{"servers-increment=1001"}, 4},
 	} {
 		b, _ := backendFor(t, configMap(tt.kv...), nil, webIngress("a", 0))
 		if b.Slots != tt.want {
