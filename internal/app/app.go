@@ -182,7 +182,16 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	if err != nil {
 		return err
 	}
-	drv, err := haproxy.New(HAProxyOptions(c, log))
+	hopts := HAProxyOptions(c, log)
+	if limit, err := haproxy.RaiseFDLimit(); err != nil {
+		log.Warn("file descriptor limit", "limit", limit, "err", err)
+	} else {
+		hopts.FDLimit = limit
+		conns, slots := haproxy.FDCapacity(limit)
+		log.Info("file descriptor limit: HAProxy sizes maxconn and health checks to it", "limit", limit,
+			"max_connections", conns, "max_checked_server_slots", slots)
+	}
+	drv, err := haproxy.New(hopts)
 	if err != nil {
 		return err
 	}
@@ -497,27 +506,65 @@ type loop struct {
 	// reconf brings the model options of a reloaded configuration file
 	// (nil: no reloads).
 	reconf chan model.Options
+	// everServed: a full configuration was served once.
+	everServed bool
+}
+
+// Failed passes are retried after minApplyRetry, doubling up to
+// maxApplyRetry: a failure no single object explains (HAProxy out of file
+// descriptors or memory, a port taken) does not go away by retrying every
+// second, and each retry of a large configuration costs seconds of CPU and
+// a reload attempt.
+const (
+	minApplyRetry = time.Second
+	maxApplyRetry = 30 * time.Second
+)
+
+func applyRetry(failures int) time.Duration {
+	d := minApplyRetry
+	for i := 1; i < failures && d < maxApplyRetry; i++ {
+		d *= 2
+	}
+	return min(d, maxApplyRetry)
 }
 
 func (l *loop) run(ctx context.Context, onServing func()) error {
 	var retry <-chan time.Time
+	failures := 0
 	pending := true // the first pass applies the initial state
 	for {
-		if pending {
+		// While failing, changes wait for the retry: they rarely cure
+		// what failed, and would make the retries as frequent as they are.
+		if pending && (failures == 0 || retry == nil) {
 			pending = false
 			start := time.Now()
 			l.busySince.Store(start.UnixNano())
 			res, err := l.sync(ctx)
 			l.busySince.Store(0)
 			if err != nil {
-				l.log.Error("apply failed; the last good configuration keeps serving", "err", err)
-				retry = time.After(time.Second)
+				failures++
+				wait := applyRetry(failures)
+				l.m.ApplyFailures.Set(float64(failures))
+				served := "the last good configuration keeps serving"
+				if !l.drv.Serving() || !l.everServed {
+					served = "nothing served yet; not ready"
+				}
+				l.log.Error("apply failed; "+served, "err", err, "failures", failures, "retry_in", wait)
+				systemd.Status(fmt.Sprintf("apply failing (%d in a row, retry in %s; %s): %v", failures, wait, served, err))
+				retry = time.After(wait)
 			} else {
+				if failures > 0 {
+					l.log.Info("apply recovered", "after_failures", failures)
+					systemd.Status("serving")
+					failures = 0
+					l.m.ApplyFailures.Set(0)
+				}
 				l.m.SyncSeconds.Observe(time.Since(start).Seconds())
 				if res.RetryAfter > 0 {
 					retry = time.After(res.RetryAfter)
 				}
 				if l.drv.Serving() && res.RetryAfter == 0 {
+					l.everServed = true
 					onServing()
 				}
 			}

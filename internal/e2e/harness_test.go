@@ -39,6 +39,8 @@ type env struct {
 	t  testing.TB
 	c  *testenv.Cluster
 	ns string
+	// prefix runs the daemon under a command, e.g. prlimit.
+	prefix []string
 }
 
 func newEnv(t testing.TB) *env {
@@ -92,6 +94,21 @@ func (e *env) startDaemon(extra ...string) *daemon {
 // daemons that start against many objects.
 func (e *env) startDaemonWithin(ready time.Duration, extra ...string) *daemon {
 	e.t.Helper()
+	d := e.launchDaemon(extra...)
+	testenv.Eventually(e.t, ready, func() error {
+		select {
+		case <-d.done:
+			e.t.Fatalf("daemon exited: %v\n%s", d.exitErr, d.out.String())
+		default:
+		}
+		return d.ready()
+	})
+	return d
+}
+
+// launchDaemon starts the daemon without waiting for it to be ready.
+func (e *env) launchDaemon(extra ...string) *daemon {
+	e.t.Helper()
 	d := &daemon{
 		t:          e.t,
 		httpPort:   testenv.FreePort(e.t),
@@ -124,6 +141,9 @@ func (e *env) startDaemonWithin(ready time.Duration, extra ...string) *daemon {
 	}
 	args = append(args, extra...)
 	d.cmd = exec.Command(perimeterBinary(e.t), args...)
+	if len(e.prefix) > 0 {
+		d.cmd = exec.Command(e.prefix[0], append(append(e.prefix[1:len(e.prefix):len(e.prefix)], perimeterBinary(e.t)), args...)...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -134,14 +154,6 @@ func (e *env) startDaemonWithin(ready time.Duration, extra ...string) *daemon {
 		if e.t.Failed() {
 			e.t.Logf("daemon output:\n%s", tail(d.out.String(), 60))
 		}
-	})
-	testenv.Eventually(e.t, ready, func() error {
-		select {
-		case <-d.done:
-			e.t.Fatalf("daemon exited: %v\n%s", d.exitErr, d.out.String())
-		default:
-		}
-		return d.ready()
 	})
 	return d
 }

@@ -81,7 +81,7 @@ func endpointAddr(svc, ep int) string {
 	return scaleAddr(g%scalePods, 2+(g/scalePods)%4000)
 }
 
-func startScalePods(b *testing.B) []*scalePod {
+func startScalePods(b testing.TB) []*scalePod {
 	var pods []*scalePod
 	for k := 0; k < scalePods; k++ {
 		p := testenv.StartPod(b, testenv.PodOptions{Name: fmt.Sprintf("scale-%d", k), IP: scaleAddr(k, 1)})
@@ -150,7 +150,7 @@ func scaleIngress(ns, name, host, svc string) *networkingv1.Ingress {
 
 // scaleObjects creates Services s<i>, their slices and Ingresses s<i>
 // (host s<i>.test) for i in [from, to), with parallel clients.
-func (e *env) scaleObjects(ctx context.Context, from, to int) error {
+func (e *env) scaleObjects(ctx context.Context, from, to, endpoints int) error {
 	var next atomic.Int64
 	next.Store(int64(from))
 	var wg sync.WaitGroup
@@ -163,7 +163,7 @@ func (e *env) scaleObjects(ctx context.Context, from, to int) error {
 				if i >= to {
 					return
 				}
-				if _, err := e.scaleService(ctx, i); err != nil {
+				if _, err := e.scaleService(ctx, i, endpoints); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -176,14 +176,14 @@ func (e *env) scaleObjects(ctx context.Context, from, to int) error {
 	return errors.Join(errs...)
 }
 
-func (e *env) scaleService(ctx context.Context, i int) (*testenv.Service, error) {
+func (e *env) scaleService(ctx context.Context, i, endpoints int) (*testenv.Service, error) {
 	name := fmt.Sprintf("s%d", i)
-	eps := make([]testenv.Endpoint, scaleEndpoints)
+	eps := make([]testenv.Endpoint, endpoints)
 	for j := range eps {
 		eps[j] = testenv.Endpoint{IP: endpointAddr(i, j)}
 	}
 	svc, err := e.c.CreateServiceCtx(ctx, testenv.ServiceSpec{Namespace: e.ns, Name: name,
-		Ports: []testenv.ServicePort{{TargetPort: scalePort}}, Endpoints: eps})
+		Ports: []testenv.ServicePort{{TargetPort: scalePort}}, Endpoints: eps, Headless: true})
 	if err != nil {
 		return nil, err
 	}
@@ -210,11 +210,11 @@ func runScale(b *testing.B, n int) {
 	row("RLIMIT_NOFILE (as inherited)", "soft %d, hard %d", nofile.Cur, nofile.Max)
 
 	start := time.Now()
-	svc0, err := e.scaleService(ctx, 0)
+	svc0, err := e.scaleService(ctx, 0, scaleEndpoints)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := e.scaleObjects(ctx, 1, n); err != nil {
+	if err := e.scaleObjects(ctx, 1, n, scaleEndpoints); err != nil {
 		b.Fatal(err)
 	}
 	row("objects created", "%d Services, %d EndpointSlices (%d endpoints), %d Ingresses in %v",
@@ -224,6 +224,7 @@ func runScale(b *testing.B, n int) {
 	// the edge: checks are off for the whole run.
 	e.configMap("perimeter", map[string]string{"check": "false"})
 	args := []string{"--configmap=" + e.ns + "/perimeter", "--log=info"}
+	perimeterBinary(b) // built before the clock starts
 	start = time.Now()
 	d := e.startDaemonWithin(5*time.Minute, args...)
 	ready := time.Since(start)
@@ -309,7 +310,7 @@ func runScale(b *testing.B, n int) {
 	for c := 0; c < 10; c++ {
 		i := n + c
 		start := time.Now()
-		if _, err := e.scaleService(ctx, i); err != nil {
+		if _, err := e.scaleService(ctx, i, scaleEndpoints); err != nil {
 			b.Fatal(err)
 		}
 		d.served(fmt.Sprintf("s%d.test", i), time.Minute)
@@ -319,7 +320,7 @@ func runScale(b *testing.B, n int) {
 	q = quantiles(took)
 	before = d.reloads()
 	start = time.Now()
-	if err := e.scaleObjects(ctx, n+10, n+20); err != nil {
+	if err := e.scaleObjects(ctx, n+10, n+20, scaleEndpoints); err != nil {
 		b.Fatal(err)
 	}
 	for i := n + 10; i < n+20; i++ {
@@ -467,7 +468,7 @@ func (d *daemon) reloadUnderLoad(b *testing.B, e *env, i, rate int) (failed, sen
 	}
 	loaded(int64(rate))
 	before := d.reloads()
-	if _, err := e.scaleService(context.Background(), i); err != nil {
+	if _, err := e.scaleService(context.Background(), i, scaleEndpoints); err != nil {
 		b.Fatal(err)
 	}
 	d.served(fmt.Sprintf("s%d.test", i), time.Minute)

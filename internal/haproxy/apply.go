@@ -45,6 +45,7 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 	}
 	res.Quarantined = append(res.Quarantined, d.quarantineKnown(cur, target)...)
 	res.Quarantined = append(res.Quarantined, d.screenCerts(ctx, cur, target)...)
+	d.fitFDs(target)
 	withSlots(cur, target)
 
 	p := plan(d.cur, target, d.rend, d.dirty)

@@ -64,6 +64,10 @@ type Options struct {
 	// a backend with forwarded-for gets only the address HAProxy saw.
 	TrustForwardedFor bool
 
+	// FDLimit is the RLIMIT_NOFILE HAProxy inherits (RaiseFDLimit); when
+	// set, maxconn and health checks are sized to fit in it (fdbudget.go).
+	FDLimit int
+
 	// MinReloadInterval is the coalescing window: a structural change that
 	// comes sooner after the previous reload is deferred (Result.RetryAfter)
 	// while runtime-applicable changes still go out at once.
@@ -140,6 +144,10 @@ type Driver struct {
 	master  masterAPI
 	checker configChecker
 	now     func() time.Time
+
+	// fdNote is what the descriptor budget last gave up, for logging
+	// changes only (used under mu).
+	fdNote string
 
 	// mu serialises everything that touches the files on disk or the live
 	// HAProxy: Apply, process start and the transition to running.

@@ -24,6 +24,9 @@ type Daemon struct {
 	Certificates *prometheus.GaugeVec // name, secret
 	// StatusLeader is 1 while this daemon writes Ingress status.
 	StatusLeader prometheus.Gauge
+	// ApplyFailures counts the passes that failed in a row (0 once one
+	// succeeds); the loop backs off while it is not 0.
+	ApplyFailures prometheus.Gauge
 }
 
 // New registers the daemon collectors and Go's runtime collectors.
@@ -62,8 +65,11 @@ func New() *Daemon {
 		StatusLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "perimeter_status_leader", Help: "1 while this daemon holds the Lease and writes Ingress status.",
 		}),
+		ApplyFailures: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "perimeter_apply_failures", Help: "Consecutive failed attempts to apply the desired state (0 when the last one succeeded); retries back off while it is not 0.",
+		}),
 	}
-	r.MustRegister(d.Reloads, d.RuntimeOps, d.SyncSeconds, d.Problems, d.Quarantined, d.Generation, d.CacheObjects, d.Ready, d.Certificates, d.StatusLeader,
+	r.MustRegister(d.Reloads, d.RuntimeOps, d.SyncSeconds, d.Problems, d.Quarantined, d.Generation, d.CacheObjects, d.Ready, d.Certificates, d.StatusLeader, d.ApplyFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return d
 }

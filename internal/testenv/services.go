@@ -45,6 +45,9 @@ type ServiceSpec struct {
 	Name      string
 	Ports     []ServicePort // default: one port http 80 -> 8080
 	Endpoints []Endpoint
+	// Headless creates the Service without a cluster IP: the test bed's
+	// service range holds only 4,096.
+	Headless bool
 }
 
 // Service is a Service whose endpoints the test controls.
@@ -87,6 +90,9 @@ func (c *Cluster) CreateServiceCtx(ctx context.Context, spec ServiceSpec) (*Serv
 		s.Ports = append(s.Ports, p)
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace}}
+	if spec.Headless {
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
 	for _, p := range s.Ports {
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
 			Name: p.Name, Port: p.Port, TargetPort: intstr.FromInt32(p.TargetPort), Protocol: corev1.ProtocolTCP,
