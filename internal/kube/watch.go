@@ -657,10 +657,29 @@ func (w *Watcher) Ingress(namespace, name string) *networkingv1.Ingress {
 // cache: it is a large share of every object and nothing here reads it.
 func stripManagedFields(obj any) (any, error) {
 	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		m.GetObjectMeta().SetManagedFields(nil)
+		meta := m.GetObjectMeta()
+		meta.SetManagedFields(nil)
+		// kubectl apply's copy of the whole object: often the largest
+		// part of a cached object (for a Secret, its data again), never
+		// read. Ingresses keep it: their status is written back with
+		// UpdateStatus, which would persist the removal.
+		if _, ing := obj.(*networkingv1.Ingress); ing {
+			return obj, nil
+		}
+		if a := meta.GetAnnotations(); a[lastApplied] != "" {
+			c := make(map[string]string, len(a)-1)
+			for k, v := range a {
+				if k != lastApplied {
+					c[k] = v
+				}
+			}
+			meta.SetAnnotations(c)
+		}
 	}
 	return obj, nil
 }
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // AllIngresses lists every cached Ingress, served or not.
 func (w *Watcher) AllIngresses() []*networkingv1.Ingress {
