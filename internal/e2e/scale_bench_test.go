@@ -224,6 +224,10 @@ func runScale(b *testing.B, n int) {
 	// the edge: checks are off for the whole run.
 	e.configMap("perimeter", map[string]string{"check": "false"})
 	args := []string{"--configmap=" + e.ns + "/perimeter", "--log=info"}
+	profDir := os.Getenv("BENCH_SCALE_PROFILE")
+	if profDir != "" {
+		args = append(args, "--pprof")
+	}
 	perimeterBinary(b) // built before the clock starts
 	start = time.Now()
 	d := e.startDaemonWithin(5*time.Minute, args...)
@@ -261,6 +265,7 @@ func runScale(b *testing.B, n int) {
 	// address each time; served when a request reaches that address.
 	before := d.reloads()
 	var took []time.Duration
+	stopProf := d.profile(b, profDir, fmt.Sprintf("endpoint-%d", n))
 	for c := 0; c < 100; c++ {
 		addr := scaleAddr(c%scalePods, 4001+c%90)
 		start := time.Now()
@@ -277,6 +282,7 @@ func runScale(b *testing.B, n int) {
 		})
 		took = append(took, time.Since(start))
 	}
+	stopProf()
 	reloads := d.reloads() - before
 	q := quantiles(took)
 	b.ReportMetric(ms(q(0.99)), "endpoint-p99-ms")
@@ -286,6 +292,7 @@ func runScale(b *testing.B, n int) {
 	// A new host on an existing Service: a map change.
 	before = d.reloads()
 	took = took[:0]
+	stopProf = d.profile(b, profDir, fmt.Sprintf("new-host-%d", n))
 	for c := 0; c < 50; c++ {
 		host := fmt.Sprintf("new%d.test", c)
 		svc := fmt.Sprintf("s%d", (c*7919)%n)
@@ -296,6 +303,7 @@ func runScale(b *testing.B, n int) {
 		d.served(host, 30*time.Second)
 		took = append(took, time.Since(start))
 	}
+	stopProf()
 	reloads = d.reloads() - before
 	q = quantiles(took)
 	b.ReportMetric(ms(q(0.99)), "new-host-p99-ms")
@@ -368,6 +376,34 @@ func runScale(b *testing.B, n int) {
 	}
 	row("restart with every status right", "ready in %v, status writes 0, Ingresses changed 0", restart.Round(time.Millisecond))
 	writeScaleReport(b, n, rows)
+}
+
+// profile records the daemon's CPU profile (--pprof) into dir/name.prof
+// until the returned function is called; with dir "" it does nothing.
+func (d *daemon) profile(b *testing.B, dir, name string) (stop func()) {
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=20", d.ctrlPort))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, name+".prof"))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer f.Close()
+		if _, err := f.ReadFrom(resp.Body); err != nil {
+			b.Error(err)
+		}
+	}()
+	return func() { <-done }
 }
 
 // served polls until host answers 200.

@@ -370,12 +370,20 @@ func (d *Driver) sync(want map[string]file, prune bool) error {
 
 // serverCommands moves the slots of cur to those of next (same structure).
 func serverCommands(cur, next *state) []string {
-	var cmds []string
-	for _, name := range slices.Sorted(maps.Keys(next.backends)) {
-		nb, cb := next.backends[name], cur.backends[name]
-		if cb == nil {
+	// withSlots hands an unchanged backend its current assignment itself:
+	// only the others are compared and sorted, not thousands of backends.
+	var changed []string
+	for name, nb := range next.backends {
+		cb := cur.backends[name]
+		if cb == nil || sameSlots(cb.slots, nb.slots) {
 			continue
 		}
+		changed = append(changed, name)
+	}
+	slices.Sort(changed)
+	var cmds []string
+	for _, name := range changed {
+		nb, cb := next.backends[name], cur.backends[name]
 		for i, n := range nb.slots {
 			var o slot
 			if i < len(cb.slots) {
@@ -400,6 +408,15 @@ func serverCommands(cur, next *state) []string {
 		}
 	}
 	return cmds
+}
+
+// sameSlots reports whether a and b are the same assignment, by identity
+// first (the common case), by content otherwise.
+func sameSlots(a, b []slot) bool {
+	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 // execRuntime sends the server commands, then the map commands (so a new

@@ -74,8 +74,7 @@ func (r renderer) config(st *state, cache *renderCache) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	names := append(slices.Collect(maps.Keys(st.backends)), builtin404)
-	slices.Sort(names)
+	names := cache.sortedNames(st)
 	texts := make([]string, len(names))
 	size := len(head)
 	for i, name := range names {
@@ -140,6 +139,29 @@ type renderCache struct {
 	scratch  parser.Parser
 	entries  map[string]cachedBackend
 	maps     map[string]renderedMap
+	// names are the last config's backend names, sorted: reused while the
+	// set is the same, which is every change but a backend added or removed.
+	names []string
+}
+
+// sortedNames returns the backend names of st and builtin404, sorted.
+func (c *renderCache) sortedNames(st *state) []string {
+	if len(c.names) == len(st.backends)+1 {
+		same := true
+		for _, n := range c.names {
+			if _, ok := st.backends[n]; !ok && n != builtin404 {
+				same = false
+				break
+			}
+		}
+		if same {
+			return c.names
+		}
+	}
+	names := append(slices.Collect(maps.Keys(st.backends)), builtin404)
+	slices.Sort(names)
+	c.names = names
+	return names
 }
 
 // headKey is what the head depends on besides the Options.
