@@ -34,7 +34,7 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 
-	target, problems := desiredState(want)
+	target, problems := desiredStateMemo(want, &d.memo)
 	for _, p := range problems {
 		d.log.Debug("desired value dropped", "object", p.Object.String(), "message", p.Message)
 	}

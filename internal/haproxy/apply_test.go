@@ -391,3 +391,32 @@ func TestApplySlotsShrinkWithoutReload(t *testing.T) {
 		t.Fatalf("growth past the slots: %+v, want a %s reload", res, ReloadSlots)
 	}
 }
+
+// TestDesiredStateMemo: reusing the checked endpoint lists gives what a
+// fresh desiredState gives, problems included; a changed list is checked
+// again, even when it is changed in place.
+func TestDesiredStateMemo(t *testing.T) {
+	a := oneBackend("ns_a_80", 4, eps("198.18.0.1", "198.18.0.2"))
+	bad := oneBackend("ns_b_80", 4, []model.Endpoint{{Address: "198.18.0.3", Port: 8080}, {Address: "not-an-ip", Port: 8080}})
+	want := desired(a, bad)
+	var memo checkMemo
+	for i := range 2 {
+		got, gotProblems := desiredStateMemo(want, &memo)
+		fresh, freshProblems := desiredState(want)
+		if !reflect.DeepEqual(got.backends, fresh.backends) || !reflect.DeepEqual(gotProblems, freshProblems) {
+			t.Fatalf("pass %d: memoized state %v / %v, fresh %v / %v", i, got.backends, gotProblems, fresh.backends, freshProblems)
+		}
+		if len(gotProblems) != 1 {
+			t.Fatalf("pass %d: problems %v, want the bad endpoint's", i, gotProblems)
+		}
+	}
+	a.Endpoints[0] = model.Endpoint{Address: "198.18.0.9", Port: 8080}
+	a.Endpoints = a.Endpoints[:1]
+	got, _ := desiredStateMemo(want, &memo)
+	if eps := got.backends["ns_a_80"].endpoints; len(eps) != 1 || eps[0].Address != "198.18.0.9" {
+		t.Fatalf("replaced endpoints: %v", eps)
+	}
+	if len(memo.eps) != 2 {
+		t.Errorf("memo holds %d endpoint lists, want the 2 of the last call", len(memo.eps))
+	}
+}

@@ -145,6 +145,8 @@ type Driver struct {
 	checker configChecker
 	now     func() time.Time
 
+	// memo keeps desiredState's costliest checks (used under mu).
+	memo checkMemo
 	// fdNote is what the descriptor budget last gave up, for logging
 	// changes only (used under mu).
 	fdNote string

@@ -169,6 +169,50 @@ func safePath(p string) bool {
 // reaches haproxy.cfg, the map files or the Runtime API (defence in depth,
 // the model validates too) and reports what it drops.
 func desiredState(want *model.Desired) (*state, []model.Problem) {
+	return desiredStateMemo(want, nil)
+}
+
+// checkMemo keeps the results of desiredState's costliest checks between
+// calls: which backend names are valid, and each backend's checked
+// endpoints with the list they came from. At 10,000 backends a change
+// leaves almost every list as it was: comparing it costs far less than
+// parsing and deduplicating every address again.
+type checkMemo struct {
+	names map[string]bool
+	eps   map[string]checkedEndpoints // by backend name
+}
+
+type checkedEndpoints struct {
+	src      []model.Endpoint // a copy: the caller's list may be reused
+	eps      []model.Endpoint
+	problems []model.Problem
+}
+
+// checkEndpoints keeps b's endpoints that are an IP address and a port,
+// in canonical form, each once.
+func checkEndpoints(b *model.Backend, reject func(format string, args ...any)) []model.Endpoint {
+	seen := map[epKey]bool{}
+	var eps []model.Endpoint
+	for _, e := range b.Endpoints {
+		ip := net.ParseIP(e.Address)
+		if ip == nil || e.Port < 1 || e.Port > 65535 {
+			reject("backend %s: endpoint %s port %d is not an IP address and port", b.Name, e.Address, e.Port)
+			continue
+		}
+		e.Address = ip.String()
+		k := endpointKey(e)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		eps = append(eps, e)
+	}
+	return eps
+}
+
+// desiredStateMemo is desiredState reusing memo (nil: none), which then
+// holds this call's results only.
+func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Problem) {
 	st := emptyState()
 	var problems []model.Problem
 	reject := func(obj model.ObjectRef, format string, args ...any) {
@@ -184,12 +228,17 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 	if st.global.Nbthread < 0 {
 		st.global.Nbthread = 0
 	}
+	var prev checkMemo
+	if memo != nil {
+		prev = *memo
+		*memo = checkMemo{names: make(map[string]bool, len(want.Backends)), eps: make(map[string]checkedEndpoints, len(want.Backends))}
+	}
 	for _, b := range want.Backends {
 		if b == nil {
 			continue
 		}
 		svc := serviceRef(b)
-		if !backendNameRE.MatchString(b.Name) {
+		if !prev.names[b.Name] && !backendNameRE.MatchString(b.Name) {
 			reject(svc, "backend name %q is not valid in haproxy.cfg", b.Name)
 			continue
 		}
@@ -214,22 +263,22 @@ func desiredState(want *model.Desired) (*state, []model.Problem) {
 		}
 		backendTLSSpec(&spec, b, &st.tls, func(format string, args ...any) { reject(svc, format, args...) })
 		spec.Features = checkedFeatures(b.Features, func(format string, args ...any) { reject(svc, "backend "+b.Name+": "+format, args...) })
-		seen := map[epKey]bool{}
-		var eps []model.Endpoint
-		for _, e := range b.Endpoints {
-			ip := net.ParseIP(e.Address)
-			if ip == nil || e.Port < 1 || e.Port > 65535 {
-				reject(svc, "backend %s: endpoint %s port %d is not an IP address and port", b.Name, e.Address, e.Port)
-				continue
-			}
-			e.Address = ip.String()
-			k := endpointKey(e)
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			eps = append(eps, e)
+		if memo != nil {
+			memo.names[b.Name] = true
 		}
+		ce, known := prev.eps[b.Name]
+		if known && slices.Equal(ce.src, b.Endpoints) {
+			problems = append(problems, ce.problems...)
+		} else {
+			before := len(problems)
+			ce = checkedEndpoints{src: slices.Clone(b.Endpoints)}
+			ce.eps = checkEndpoints(b, func(format string, args ...any) { reject(svc, format, args...) })
+			ce.problems = slices.Clip(problems[before:])
+		}
+		if memo != nil {
+			memo.eps[b.Name] = ce
+		}
+		eps := ce.eps
 		spec.Slots = max(spec.Slots, len(eps))
 		st.backends[b.Name] = &backend{spec: spec, endpoints: eps}
 	}
