@@ -86,6 +86,16 @@ func StatusClient(cfg *rest.Config) (kubernetes.Interface, error) {
 // NewStatusWriter prepares a writer; Run starts the election.
 func NewStatusWriter(cs kubernetes.Interface, w *Watcher, opts StatusOptions, log *slog.Logger) *StatusWriter {
 	s := &StatusWriter{cs: cs, w: w, opts: opts, log: log, kick: make(chan struct{}, 1)}
+	if w != nil {
+		// A status someone else changed is put right without waiting
+		// for the next tick.
+		w.OnIngressStatus(func() {
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+		})
+	}
 	for _, a := range opts.Addresses {
 		if ip, err := netip.ParseAddr(a); err == nil {
 			s.want = append(s.want, networkingv1.IngressLoadBalancerIngress{IP: ip.String()})

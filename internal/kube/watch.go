@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +67,9 @@ type Watcher struct {
 	log  *slog.Logger
 
 	changed chan struct{}
+
+	// statusHook runs on status-only Ingress updates (OnIngressStatus).
+	statusHook atomic.Pointer[func()]
 
 	factories []informers.SharedInformerFactory // one per whitelisted namespace, or one cluster-wide
 	classes   informers.SharedInformerFactory   // IngressClasses are cluster-scoped
@@ -178,11 +183,35 @@ func (w *Watcher) notify(inf cache.SharedIndexInformer) cache.SharedIndexInforme
 		w.signal()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
-		UpdateFunc: func(old, cur any) { changed() },
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(old, cur any) {
+			if !statusOnly(old, cur) {
+				changed()
+			} else if h := w.statusHook.Load(); h != nil {
+				(*h)()
+			}
+		},
 		DeleteFunc: func(any) { changed() },
 	})
 	return inf
+}
+
+// OnIngressStatus makes f run when an Ingress's status alone changes
+// (which is no change for the model): the status writer checks it again.
+func (w *Watcher) OnIngressStatus(f func()) { w.statusHook.Store(&f) }
+
+// statusOnly reports an Ingress update that changed nothing but its status,
+// which the model does not read: the status writer's own writes, 10,000 of
+// them after a start at that scale, would otherwise each rebuild everything.
+func statusOnly(old, cur any) bool {
+	a, ok1 := old.(*networkingv1.Ingress)
+	b, ok2 := cur.(*networkingv1.Ingress)
+	if !ok1 || !ok2 {
+		return false
+	}
+	return a.Generation == b.Generation && a.UID == b.UID &&
+		maps.Equal(a.Annotations, b.Annotations) && maps.Equal(a.Labels, b.Labels) &&
+		a.DeletionTimestamp.Equal(b.DeletionTimestamp) && reflect.DeepEqual(a.Spec, b.Spec)
 }
 
 // notifySlices records which Services' EndpointSlices changed. Informers

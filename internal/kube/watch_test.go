@@ -187,3 +187,30 @@ func TestStripUnread(t *testing.T) {
 		t.Errorf("Ingress after strip: managedFields %v, annotations %v", ing.ManagedFields, ing.Annotations)
 	}
 }
+
+// TestStatusOnly: an Ingress update that changed only its status (the
+// status writer's own) does not count as a change; any other does.
+func TestStatusOnly(t *testing.T) {
+	base := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 1, ResourceVersion: "1",
+		Annotations: map[string]string{"haproxy.org/check": "false"}},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "a.test"}}}}
+	status := base.DeepCopy()
+	status.ResourceVersion = "2"
+	status.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "203.0.113.1"}}
+	if !statusOnly(base, status) {
+		t.Error("a status write counted as a change")
+	}
+	spec := status.DeepCopy()
+	spec.Generation = 2
+	spec.Spec.Rules[0].Host = "b.test"
+	annotated := status.DeepCopy()
+	annotated.Annotations["haproxy.org/check"] = "true"
+	for name, cur := range map[string]*networkingv1.Ingress{"spec": spec, "annotation": annotated} {
+		if statusOnly(status, cur) {
+			t.Errorf("a %s change did not count", name)
+		}
+	}
+	if statusOnly(&corev1.Service{}, &corev1.Service{}) {
+		t.Error("statusOnly is about Ingresses only")
+	}
+}
