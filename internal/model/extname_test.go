@@ -89,7 +89,7 @@ func TestExternalNameRefused(t *testing.T) {
 		t.Errorf("InvalidEndpoint problems: db %d (want 7), bare %d (want 1): %v", db, bare, problemsOf(d))
 	}
 	// Other Services are untouched.
-	if b := backendByName(t, d, "ns_web_80"); b.Slots != defaultServersIncrement {
+	if b := backendByName(t, d, "ns_web_80"); b.Slots != slotsFor(len(b.Endpoints), 0) {
 		t.Errorf("web backend changed: %+v", b)
 	}
 }
@@ -102,7 +102,7 @@ func TestExternalNameUnresolvedAndPending(t *testing.T) {
 		t.Errorf("problems %v", got)
 	}
 	for _, name := range []string{"ns_db_8443", "ns_bare_9000"} {
-		if b := backendByName(t, d, name); len(b.Endpoints) != 0 || b.Slots != defaultServersIncrement {
+		if b := backendByName(t, d, name); len(b.Endpoints) != 0 || b.Slots != slotsFor(0, 0) {
 			t.Errorf("%s: %+v", name, b)
 		}
 	}
