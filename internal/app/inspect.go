@@ -60,7 +60,13 @@ func Render(ctx context.Context, c *config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	files, err := haproxy.Render(HAProxyOptions(c, slog.New(slog.DiscardHandler)), want)
+	opts := HAProxyOptions(c, slog.New(slog.DiscardHandler))
+	// The limit the daemon would raise itself to, so that maxconn and the
+	// health checks come out as it would write them.
+	if limit, err := haproxy.RaiseFDLimit(); err == nil {
+		opts.FDLimit = limit
+	}
+	files, err := haproxy.Render(opts, want)
 	if err != nil {
 		return err
 	}

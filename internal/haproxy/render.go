@@ -566,6 +566,7 @@ func Render(o Options, want *model.Desired) (map[string][]byte, error) {
 	p := pathsFor(o)
 	r := newRenderer(o, p, v)
 	st, _ := desiredState(want)
+	fdBudget(st, o.FDLimit)
 	withSlots(emptyState(), st)
 	cfg, err := r.config(st, nil)
 	if err != nil {
