@@ -177,6 +177,7 @@ template bgp edges {
 	local as {{.RouterAS}};
 	passive on;
 	hold time {{.Hold}};
+	error wait time 1,10;
 	graceful restart on;
 	ipv4 { import filter edge_in; export none; };
 }
