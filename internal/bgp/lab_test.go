@@ -252,6 +252,21 @@ type birdSettings struct {
 	RouterIDTag  int
 }
 
+// birdSession is one BGP session of a node to the edge.
+type birdSession struct {
+	Name, Local, Neighbor, Family, Password string
+}
+
+// Sessions are the node's sessions: IPv4, and IPv6 when Addr6 is set (the
+// IPv6 one without a password, as the tests that use it need none).
+func (s birdSettings) Sessions() []birdSession {
+	out := []birdSession{{Name: "edge", Local: s.Addr, Neighbor: s.Edge, Family: "ipv4", Password: s.Password}}
+	if s.Addr6 != "" {
+		out = append(out, birdSession{Name: "edge6", Local: s.Addr6, Neighbor: s.Edge6, Family: "ipv6"})
+	}
+	return out
+}
+
 type birdStatic struct {
 	Name     string
 	Disabled bool
@@ -273,39 +288,24 @@ protocol static {{.Name}} {
 {{- end}}
 }
 {{end}}
-protocol bgp edge {
-	local {{.Addr}} as 64512;
-	neighbor {{.Edge}} port {{.EdgePort}} as 64512;
+{{- range .Sessions}}
+protocol bgp {{.Name}} {
+	local {{.Local}} as 64512;
+	neighbor {{.Neighbor}} port {{$.EdgePort}} as 64512;
 	hold time 9;
 	connect delay time 1;
 	connect retry time 1;
 	error wait time 1, 2;
-{{- if .GR}}
+{{- if $.GR}}
 	graceful restart on;
-	graceful restart time {{.GRTime}};
+	graceful restart time {{$.GRTime}};
 {{- else}}
 	graceful restart off;
 {{- end}}
 {{- if .Password}}
 	password "{{.Password}}";
 {{- end}}
-	ipv4 { import none; export where source = RTS_STATIC; next hop self; };
-}
-{{- if .Addr6}}
-protocol bgp edge6 {
-	local {{.Addr6}} as 64512;
-	neighbor {{.Edge6}} port {{.EdgePort}} as 64512;
-	hold time 9;
-	connect delay time 1;
-	connect retry time 1;
-	error wait time 1, 2;
-{{- if .GR}}
-	graceful restart on;
-	graceful restart time {{.GRTime}};
-{{- else}}
-	graceful restart off;
-{{- end}}
-	ipv6 { import none; export where source = RTS_STATIC; next hop self; };
+	{{.Family}} { import none; export where source = RTS_STATIC; next hop self; };
 }
 {{- end}}
 `))

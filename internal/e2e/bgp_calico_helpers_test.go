@@ -259,10 +259,14 @@ func (b *calicoBed) start() {
 
 // pod starts an HTTP pod on the node at ip with Felix's route to it: a
 // device route, proto boot, which BIRD's kernel protocol learns.
-func (n *calicoNode) pod(name, ip string) *testenv.Pod {
+func (n *calicoNode) pod(name, ip string) *testenv.Pod { return n.dualPod(name, ip, "") }
+
+// dualPod is pod with an IPv6 address too (ip6 "": none), and Felix's
+// IPv6 device route to it, which bird6 learns.
+func (n *calicoNode) dualPod(name, ip, ip6 string) *testenv.Pod {
 	t := n.bed.e.t
 	t.Helper()
-	p := testenv.StartPod(t, testenv.PodOptions{Name: name, IP: ip, Parent: n.ns, LinkRange: calicoPodLinks, NoHostRoute: true})
+	p := testenv.StartPod(t, testenv.PodOptions{Name: name, IP: ip, IP6: ip6, Parent: n.ns, LinkRange: calicoPodLinks, NoHostRoute: true})
 	nl, err := n.ns.Netlink()
 	if err != nil {
 		t.Fatal(err)
@@ -271,9 +275,15 @@ func (n *calicoNode) pod(name, ip string) *testenv.Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nl.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Scope: netlink.SCOPE_LINK,
-		Dst: &net.IPNet{IP: p.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}, Protocol: netlink.RouteProtocol(3)}); err != nil {
-		t.Fatalf("route to %s in %s: %v", ip, n.name, err)
+	dsts := []*net.IPNet{{IP: p.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+	if ip6 != "" {
+		dsts = append(dsts, &net.IPNet{IP: p.IP6.AsSlice(), Mask: net.CIDRMask(128, 128)})
+	}
+	for _, dst := range dsts {
+		if err := nl.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Scope: netlink.SCOPE_LINK,
+			Dst: dst, Protocol: netlink.RouteProtocol(3)}); err != nil {
+			t.Fatalf("route to %s in %s: %v", dst, n.name, err)
+		}
 	}
 	n.bed.podNode[name] = n.name
 	return p

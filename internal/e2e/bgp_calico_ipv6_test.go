@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -104,8 +103,8 @@ func TestCalicoDualStack(t *testing.T) {
 	}
 
 	a := n0.pod("ds-a", n0.hostIP(10))
-	bb := pod6(t, n1, "ds-b", n1.hostIP(10), "2001:db8:18:1::4a")
-	borrowed := pod6(t, n0, "ds-borrowed", n0.hostIP(11), "2001:db8:18:1::4b") // in node 1's block
+	bb := n1.dualPod("ds-b", n1.hostIP(10), "2001:db8:18:1::4a")
+	borrowed := n0.dualPod("ds-borrowed", n0.hostIP(11), "2001:db8:18:1::4b") // in node 1's block
 	b.service("web", a)
 	ready := true
 	if _, err := e.c.Admin.DiscoveryV1().EndpointSlices(e.ns).Create(ctx, &discoveryv1.EndpointSlice{
@@ -226,27 +225,6 @@ func TestCalicoDualStack(t *testing.T) {
 	if got := calicoKernelRoutes(t); len(got) != 0 {
 		t.Fatalf("IPv4 routes left after stop: %v", got)
 	}
-}
-
-// pod6 is a dual-stack pod on the node with Felix's IPv6 device route
-// (proto boot), which bird6 learns.
-func pod6(t *testing.T, n *calicoNode, name, ip, ip6 string) *testenv.Pod {
-	t.Helper()
-	p := testenv.StartPod(t, testenv.PodOptions{Name: name, IP: ip, IP6: ip6, Parent: n.ns, LinkRange: calicoPodLinks, NoHostRoute: true})
-	nl, err := n.ns.Netlink()
-	if err != nil {
-		t.Fatal(err)
-	}
-	link, err := nl.LinkByName(p.Link.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nl.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Scope: netlink.SCOPE_LINK,
-		Dst: &net.IPNet{IP: p.IP6.AsSlice(), Mask: net.CIDRMask(128, 128)}, Protocol: netlink.RouteProtocol(3)}); err != nil {
-		t.Fatalf("route to %s in %s: %v", ip6, n.name, err)
-	}
-	n.bed.podNode[name] = n.name
-	return p
 }
 
 func ptrTo[T any](v T) *T { return &v }
