@@ -68,6 +68,17 @@ func routeACLExtras(want *model.Desired, st *state, reject func(model.ObjectRef,
 		switch {
 		case b == nil || b.spec.TCP:
 			continue
+		case a.Match != nil:
+			c, err := matchCondition(a.Match)
+			if err != nil {
+				reject(model.ObjectRef{Kind: "Service", Namespace: b.spec.Namespace, Name: b.spec.Service},
+					"HTTPRoute match of backend %s: %v; its routes are left out", a.Backend, err)
+				continue
+			}
+			// The rendered condition says it all; a pointer would make
+			// every build look like a new head (extras.key).
+			a.Condition, a.Match = c, nil
+			out = append(out, a)
 		case !conditionOK(a.Condition):
 			reject(serviceRef(&model.Backend{Namespace: b.spec.Namespace, Service: b.spec.Service}), "route-acl of backend %s: condition refused; its routes are left out", a.Backend)
 		default:

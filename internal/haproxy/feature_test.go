@@ -17,6 +17,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
@@ -111,6 +113,9 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 			t.Fatalf("%s: document %d: %v", path, i, err)
 		}
 		obj, _, err := dec.Decode(doc, nil, nil)
+		if err != nil && bytes.Contains(doc, []byte("gateway.networking.k8s.io/")) {
+			obj, _, err = gwscheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		}
 		if err != nil {
 			if len(bytes.TrimSpace(doc)) == 0 || !bytes.Contains(doc, []byte("kind:")) {
 				continue // comments only
@@ -126,6 +131,12 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 			s.EndpointSlices = append(s.EndpointSlices, v)
 		case *corev1.Secret:
 			s.Secrets = append(s.Secrets, v)
+		case *gwv1.GatewayClass:
+			s.GatewayClasses = append(s.GatewayClasses, v)
+		case *gwv1.Gateway:
+			s.Gateways = append(s.Gateways, v)
+		case *gwv1.HTTPRoute:
+			s.HTTPRoutes = append(s.HTTPRoutes, v)
 		case *corev1.ConfigMap:
 			switch v.Name {
 			case "perimeter":

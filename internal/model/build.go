@@ -122,6 +122,12 @@ type builder struct {
 	// gwSplits are the weighted HTTPRoute rules' canary entries, by the
 	// rule's own backend (gateway.go).
 	gwSplits map[string]routeSplit
+	// gwConds are the conditional HTTPRoute matches, gwMatches their
+	// conditions by backend, gwCondClaims the host, path and conditions
+	// each route claimed (gateway_match.go).
+	gwConds      []gwCondRoute
+	gwMatches    map[string]*RequestMatch
+	gwCondClaims map[string]ObjectRef
 	// variantKeys caches variantKey by Ingress and Service.
 	variantKeys map[ingService]string
 	claims      map[routeKey]claim

@@ -47,6 +47,9 @@ type RouteACL struct {
 	// Condition is the rendered anonymous ACL: "{ <fetch> -m <method>
 	// [<pattern>...] }", checked token by token.
 	Condition string
+	// Match, when set, is an HTTPRoute match's condition instead, rendered
+	// (values quoted) by the renderer.
+	Match *RequestMatch
 }
 
 // RouteACLValue is the map value listing the conditional backends of a
@@ -236,6 +239,7 @@ func (b *builder) routeACLMaps() {
 	if len(b.d.CondRoutes) == 0 {
 		return
 	}
+	gwExact, gwPrefix := b.gatewayCondLists()
 	lists := map[string][]string{}
 	exactKeys, prefixKeys := map[string]bool{}, map[string]bool{}
 	add := func(key, be string, exact bool) {
@@ -249,6 +253,9 @@ func (b *builder) routeACLMaps() {
 		}
 	}
 	for _, r := range b.d.CondRoutes {
+		if r.Ingress.Kind != "Ingress" {
+			continue
+		}
 		hosts := []string{r.Host}
 		if r.Host == "" && !b.o.AllowCrossNamespaceHosts {
 			// The hosts a namespace owns look host-less rules up under
@@ -267,22 +274,40 @@ func (b *builder) routeACLMaps() {
 			}
 		}
 	}
+	for k := range gwExact {
+		exactKeys[k] = true
+	}
+	for k := range gwPrefix {
+		prefixKeys[k] = true
+	}
+	value := func(l []string) string {
+		if len(l) == 0 {
+			return RouteACLShadow
+		}
+		return RouteACLValue(l)
+	}
 	exact, prefix := map[string]string{}, map[string]string{}
 	for k := range exactKeys {
-		exact[k] = RouteACLValue(lists[k+"\x00"+boolKey(true)])
+		exact[k] = value(append(lists[k+"\x00"+boolKey(true)], gwExact[k]...))
 	}
 	for k := range prefixKeys {
-		prefix[k] = RouteACLValue(lists[k+"\x00"+boolKey(false)])
+		prefix[k] = value(append(lists[k+"\x00"+boolKey(false)], gwPrefix[k]...))
 	}
 	// A plain key longer than a conditional prefix wins over it in the main
 	// maps; the same key in the conditional maps stops their lookup there.
-	for _, pair := range []struct{ plain, cond map[string]string }{{b.d.Maps[MapExact], exact}, {b.d.Maps[MapPrefix], prefix}} {
+	for _, pair := range []struct {
+		plain, cond map[string]string
+		exact       bool
+	}{{b.d.Maps[MapExact], exact, true}, {b.d.Maps[MapPrefix], prefix, false}} {
 		for k := range pair.plain {
 			if _, ok := pair.cond[k]; ok {
 				continue
 			}
 			for p := range prefixKeys {
-				if len(k) > len(p) && strings.HasPrefix(k, p) {
+				_, gw := gwPrefix[p]
+				// A plain exact key beats an HTTPRoute's prefix of the
+				// same length ("/").
+				if (len(k) > len(p) || pair.exact && gw && len(k) == len(p)) && strings.HasPrefix(k, p) {
 					pair.cond[k] = RouteACLShadow
 					break
 				}

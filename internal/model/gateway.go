@@ -419,11 +419,8 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		return nil, nil, nil, why
 	}
 	for _, m := range rule.Matches {
-		if len(m.Headers) > 0 || len(m.QueryParams) > 0 || m.Method != nil {
-			return nil, nil, nil, "header, query parameter and method matches are not supported"
-		}
-		if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchRegularExpression {
-			return nil, nil, nil, "RegularExpression paths are not supported"
+		if _, why := requestMatch(m); why != "" {
+			return nil, nil, nil, why
 		}
 	}
 	var brs []gwv1.HTTPBackendRef
@@ -574,7 +571,11 @@ type routeSplit struct {
 // backends gets a backend of its own for the first, whose canary maps send
 // the second its share of requests (rounded to a percent), so that the
 // split touches no other rule routing to the same Service.
-func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i int, refs []routeRef, http *HTTPRules) *backendState {
+//
+// match >= 0 asks for the backend of that conditional match of the rule:
+// always a backend of its own, since the frontend tests the condition by
+// backend.
+func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i, match int, refs []routeRef, http *HTTPRules) *backendState {
 	ref := httpRouteRef(r)
 	// A redirect rule has a backend without servers, named after no
 	// Service port (port 0 never is one).
@@ -583,10 +584,14 @@ func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i int, refs []routeRef, http *H
 		main = refs[0]
 	}
 	var st *backendState
-	if len(refs) == 1 && http == nil {
+	if len(refs) == 1 && http == nil && match < 0 {
 		st = b.useBackend(main.base, main.ns, main.svc, networkingv1.ServiceBackendPort{Number: main.port}, nil)
 	} else {
-		id := variantID{base: main.base, key: fmt.Sprintf("\x00%s#%d", ref, i)}
+		key := fmt.Sprintf("\x00%s#%d", ref, i)
+		if match >= 0 {
+			key += fmt.Sprintf("#%d", match)
+		}
+		id := variantID{base: main.base, key: key}
 		if st = b.variants[id]; st == nil {
 			st = &backendState{name: b.variantName(id), base: main.base, namespace: main.ns, service: main.svc,
 				port: networkingv1.ServiceBackendPort{Number: main.port}}
@@ -657,9 +662,10 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 	if len(matches) == 0 {
 		matches = []gwv1.HTTPRouteMatch{{}}
 	}
-	for _, m := range matches {
+	for mi, m := range matches {
 		raw, pt := "/", networkingv1.PathTypePrefix
-		if m.Path != nil {
+		rm, _ := requestMatch(m)
+		if m.Path != nil && (rm == nil || rm.PathRegex == "") {
 			if m.Path.Value != nil {
 				raw = *m.Path.Value
 			}
@@ -684,6 +690,10 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 				}
 			}
 			key := routeKey{host, path, typ}
+			if rm != nil {
+				b.condRouteClaim(r, i, mi, key, rm, refs, http)
+				continue
+			}
 			if c, taken := b.claims[key]; taken {
 				b.problem(ref, ReasonRuleConflict, "host %q path %q (%s) is served by Ingress %s/%s, which wins over HTTPRoutes; this match is ignored",
 					host, path, typ, c.ing.Namespace, c.ing.Name)
@@ -699,7 +709,7 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 			if _, ok := b.hostOwners[host]; !ok && host != "" {
 				b.hostOwners[host] = r.Namespace
 			}
-			st := b.ruleBackend(r, i, refs, http)
+			st := b.ruleBackend(r, i, -1, refs, http)
 			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: host, Path: path, PathType: typ, Backend: st.name})
 		}
 	}
@@ -737,6 +747,7 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 			conds("      ", l.Conditions)
 		}
 	}
+	dumpRouteMatches(w, d)
 	for _, r := range g.HTTPRoutes {
 		fmt.Fprintf(w, "  HTTPRoute %s/%s\n", r.Namespace, r.Name)
 		for _, p := range r.Parents {
