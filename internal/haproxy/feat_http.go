@@ -116,12 +116,18 @@ func httpRules(h model.HTTPRules) (string, error) {
 		}
 		add("http-request set-header %s %s", x.Name, quoteArg(v))
 	}
+	if err := routeRequestHeaders(h.Route, add); err != nil {
+		return "", err
+	}
 	for _, r := range h.Rewrites {
 		if r.Regex != "" {
 			add("http-request replace-path %s %s", quoteArg(r.Regex), quoteArg(literalFormat(r.To)))
 		} else {
 			add("http-request set-path %s", quoteArg(literalFormat(r.To)))
 		}
+	}
+	if err := routeRedirect(h.Route.Redirect, add); err != nil {
+		return "", err
 	}
 	for i, c := range h.Captures {
 		add("http-request capture %s id %d", c, i)
@@ -132,6 +138,9 @@ func httpRules(h model.HTTPRules) (string, error) {
 			return "", fmt.Errorf("response header %q is not valid: %v", x.Name, err)
 		}
 		add("http-response set-header %s %s", x.Name, quoteArg(v))
+	}
+	if err := routeResponseHeaders(h.Route, add); err != nil {
+		return "", err
 	}
 	lines = append(lines, corsResponse...)
 	return strings.Join(lines, "\n"), nil

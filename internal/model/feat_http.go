@@ -36,6 +36,9 @@ type HTTPRules struct {
 	// SnippetFrom is the object whose annotation (or the ConfigMap) set
 	// Snippet: Events about the snippet go to it.
 	SnippetFrom ObjectRef
+	// Route are the HTTPRoute filters no annotation has
+	// (gateway_filters.go).
+	Route RouteFilters
 }
 
 // Header is one header to set: a token name and a value of printable
@@ -626,6 +629,7 @@ func dumpHTTPRules(w *strings.Builder, b *Backend) {
 	for _, x := range h.ResponseHeaders {
 		fmt.Fprintf(w, "  response-set-header %s %q\n", x.Name, x.Value)
 	}
+	dumpRouteFilters(w, h.Route)
 	for _, c := range h.Captures {
 		fmt.Fprintf(w, "  request-capture %q len %d\n", c, h.CaptureLen)
 	}

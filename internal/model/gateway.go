@@ -414,7 +414,7 @@ type routeRef struct {
 // unsupported rule; rr is a ResolvedRefs=False condition for a backend
 // that cannot be used.
 func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs []routeRef, http *HTTPRules, rr *metav1.Condition, why string) {
-	http, why = b.routeFilters(rule.Filters)
+	http, why = b.routeFilters(rule.Filters, rule.Matches)
 	if why != "" {
 		return nil, nil, nil, why
 	}
@@ -429,7 +429,7 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 			brs = append(brs, br)
 		}
 	}
-	if len(brs) == 0 && http != nil && http.Redirect != "" {
+	if len(brs) == 0 && http != nil && http.Route.Redirect.Set {
 		// The redirect answers: no backend is asked.
 		return nil, http, nil, ""
 	}
@@ -478,86 +478,6 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		return nil, nil, nil, "filters with two weighted backendRefs are not supported"
 	}
 	return refs, http, nil, ""
-}
-
-// routeFilters translates the filters this version serves into the HTTP
-// rules of the rule's own backend: RequestRedirect to another hostname
-// (and port), and the set lists of RequestHeaderModifier and
-// ResponseHeaderModifier. Values are literal: no sample expressions.
-func (b *builder) routeFilters(filters []gwv1.HTTPRouteFilter) (*HTTPRules, string) {
-	if len(filters) == 0 {
-		return nil, ""
-	}
-	h := &HTTPRules{}
-	headers := func(m *gwv1.HTTPHeaderFilter, what string) ([]Header, string) {
-		if m == nil || len(m.Add) > 0 || len(m.Remove) > 0 {
-			return nil, what + ": only set is supported"
-		}
-		var out []Header
-		for _, x := range m.Set {
-			if err := validHeaderName(string(x.Name)); err != nil {
-				return nil, fmt.Sprintf("%s: %v", what, err)
-			}
-			if err := checkText(x.Value, maxValueLen); err != nil || x.Value == "" {
-				return nil, fmt.Sprintf("%s: header %s: the value must be printable text", what, x.Name)
-			}
-			out = append(out, Header{Name: string(x.Name), Value: x.Value, Format: strings.ReplaceAll(x.Value, "%", "%%")})
-		}
-		return out, ""
-	}
-	for _, f := range filters {
-		var why string
-		switch f.Type {
-		case gwv1.HTTPRouteFilterRequestHeaderModifier:
-			h.RequestHeaders, why = headers(f.RequestHeaderModifier, "RequestHeaderModifier")
-		case gwv1.HTTPRouteFilterResponseHeaderModifier:
-			h.ResponseHeaders, why = headers(f.ResponseHeaderModifier, "ResponseHeaderModifier")
-		case gwv1.HTTPRouteFilterRequestRedirect:
-			why = b.routeRedirect(f.RequestRedirect, h)
-		default:
-			why = fmt.Sprintf("filter %s is not supported", f.Type)
-		}
-		if why != "" {
-			return nil, why
-		}
-	}
-	return h, ""
-}
-
-// routeRedirect serves a RequestRedirect that changes the hostname (and
-// port), keeping scheme, path and query.
-func (b *builder) routeRedirect(rd *gwv1.HTTPRequestRedirectFilter, h *HTTPRules) string {
-	switch {
-	case rd == nil:
-		return "RequestRedirect: no settings"
-	case rd.Hostname == nil:
-		return "RequestRedirect: only redirects to another hostname are supported"
-	case rd.Path != nil:
-		return "RequestRedirect: path modifiers are not supported"
-	case rd.Scheme != nil && *rd.Scheme != "http":
-		return "RequestRedirect: scheme changes are not supported"
-	}
-	target := strings.ToLower(string(*rd.Hostname))
-	port := 0
-	switch {
-	case rd.Port != nil:
-		port = int(*rd.Port)
-	case rd.Scheme == nil && b.o.GatewayHTTPPort != 0:
-		// The spec's default: the listener's port.
-		port = b.o.GatewayHTTPPort
-	}
-	if port != 0 && port != 80 {
-		target += ":" + strconv.Itoa(port)
-	}
-	if _, err := parseHostPort(target); err != nil {
-		return fmt.Sprintf("RequestRedirect: %v", err)
-	}
-	h.Redirect = target
-	h.RedirectCode = 302
-	if rd.StatusCode != nil {
-		h.RedirectCode = *rd.StatusCode
-	}
-	return ""
 }
 
 // routeSplit is a weighted rule's share for its second backend, in the
