@@ -19,7 +19,7 @@ import (
 // gatewayResources are the Gateway API v1 resources served; their
 // informers start only once the API server serves all of them, so a cluster
 // without the CRDs costs nothing and needs no extra permission.
-var gatewayResources = []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}
+var gatewayResources = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"}
 
 // DefaultGatewayDiscovery is how often the API server is asked whether the
 // Gateway API CRDs have been installed since the last look.
@@ -36,6 +36,7 @@ type gatewayWatch struct {
 	classes cache.SharedIndexInformer
 	gws     cache.SharedIndexInformer
 	routes  cache.SharedIndexInformer
+	grpc    cache.SharedIndexInformer
 	grants  cache.SharedIndexInformer
 }
 
@@ -84,13 +85,14 @@ func (w *Watcher) startGateway(ctx context.Context) bool {
 	classes := w.notify(v1.GatewayClasses().Informer())
 	gws := w.notify(v1.Gateways().Informer())
 	routes := w.notify(v1.HTTPRoutes().Informer())
+	grpc := w.notify(v1.GRPCRoutes().Informer())
 	grants := w.notify(v1.ReferenceGrants().Informer())
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), classes.HasSynced, gws.HasSynced, routes.HasSynced, grants.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), classes.HasSynced, gws.HasSynced, routes.HasSynced, grpc.HasSynced, grants.HasSynced) {
 		return false
 	}
 	g.mu.Lock()
-	g.classes, g.gws, g.routes, g.grants = classes, gws, routes, grants
+	g.classes, g.gws, g.routes, g.grpc, g.grants = classes, gws, routes, grpc, grants
 	g.running = true
 	g.mu.Unlock()
 	w.log.Info("watching Gateway API objects", "group", gwv1.GroupVersion.String())
@@ -146,6 +148,9 @@ func (w *Watcher) gatewaySnapshot(s *model.Snapshot) {
 	for _, o := range g.routes.GetStore().List() {
 		s.HTTPRoutes = append(s.HTTPRoutes, o.(*gwv1.HTTPRoute))
 	}
+	for _, o := range g.grpc.GetStore().List() {
+		s.GRPCRoutes = append(s.GRPCRoutes, o.(*gwv1.GRPCRoute))
+	}
 	for _, o := range g.grants.GetStore().List() {
 		s.ReferenceGrants = append(s.ReferenceGrants, o.(*gwv1.ReferenceGrant))
 	}
@@ -170,6 +175,8 @@ func (w *Watcher) gatewayObject(kind, ns, name string) any {
 		inf = g.gws
 	case "HTTPRoute":
 		inf = g.routes
+	case "GRPCRoute":
+		inf = g.grpc
 	default:
 		return nil
 	}
@@ -198,6 +205,24 @@ func (w *Watcher) gatewayRoutes() []*gwv1.HTTPRoute {
 	var out []*gwv1.HTTPRoute
 	for _, o := range g.routes.GetStore().List() {
 		out = append(out, o.(*gwv1.HTTPRoute))
+	}
+	return out
+}
+
+// gatewayGRPCRoutes lists the cached GRPCRoutes.
+func (w *Watcher) gatewayGRPCRoutes() []*gwv1.GRPCRoute {
+	g := w.gateway
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.running {
+		return nil
+	}
+	var out []*gwv1.GRPCRoute
+	for _, o := range g.grpc.GetStore().List() {
+		out = append(out, o.(*gwv1.GRPCRoute))
 	}
 	return out
 }

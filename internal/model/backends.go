@@ -38,6 +38,9 @@ func (b *builder) finishBackend(st *backendState) *Backend {
 		// A Gateway API rule's own backend: its filters are its rules.
 		draft.HTTP = *st.http
 	}
+	if st.h2c && !draft.TLS.SSL {
+		draft.TLS.Proto = "h2"
+	}
 	b.finishFeatures(&draft, st)
 
 	// A backend whose Service or port is missing keeps its routes: HAProxy

@@ -86,6 +86,8 @@ type backendState struct {
 	// http are the filters of the one HTTPRoute rule a backend of its own
 	// serves (gateway.go); nil otherwise.
 	http *HTTPRules
+	// h2c marks a GRPCRoute rule's own backend: HTTP/2 to the pods.
+	h2c bool
 	// fromFlag marks the --default-backend-service backend.
 	fromFlag bool
 	// passthrough marks the mode tcp backend of an ssl-passthrough host

@@ -100,6 +100,8 @@ func decodeCase(data []byte) (*Snapshot, Options, error) {
 			s.Gateways = append(s.Gateways, v)
 		case *gwv1.HTTPRoute:
 			s.HTTPRoutes = append(s.HTTPRoutes, v)
+		case *gwv1.GRPCRoute:
+			s.GRPCRoutes = append(s.GRPCRoutes, v)
 		case *gwv1.ReferenceGrant:
 			s.ReferenceGrants = append(s.ReferenceGrants, v)
 		case *corev1.ConfigMap:

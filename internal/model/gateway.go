@@ -44,6 +44,8 @@ type GatewayAPIStatus struct {
 	// HTTPRoutes are the HTTPRoutes naming at least one of our Gateways,
 	// by namespace/name; Parents holds only our Gateways' entries.
 	HTTPRoutes []RouteStatus
+	// GRPCRoutes are the same for GRPCRoutes.
+	GRPCRoutes []RouteStatus
 }
 
 // ClassStatus is a GatewayClass's wanted conditions.
@@ -83,7 +85,7 @@ type listenerState struct {
 }
 
 func httpRouteRef(r *gwv1.HTTPRoute) ObjectRef {
-	return ObjectRef{Kind: "HTTPRoute", Namespace: r.Namespace, Name: r.Name}
+	return ObjectRef{Kind: routeKindOf(r), Namespace: r.Namespace, Name: r.Name}
 }
 
 func cond(typ string, ok bool, reason, msg string, gen int64) metav1.Condition {
@@ -143,6 +145,9 @@ func (b *builder) gatewayAPI() {
 	for _, r := range routes {
 		b.httpRoute(r, listeners, claims, controller)
 	}
+	for _, r := range b.grpcRoutes() {
+		b.httpRoute(r, listeners, claims, controller)
+	}
 	for _, gw := range s.Gateways {
 		ls, ok := listeners[nsName{gw.Namespace, gw.Name}]
 		if !ok {
@@ -155,6 +160,9 @@ func (b *builder) gatewayAPI() {
 		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
 	})
 	slices.SortFunc(st.HTTPRoutes, func(x, y RouteStatus) int {
+		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	})
+	slices.SortFunc(st.GRPCRoutes, func(x, y RouteStatus) int {
 		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
 	})
 }
@@ -186,22 +194,25 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 		if l.Hostname != nil {
 			ls.hostname = strings.ToLower(string(*l.Hostname))
 		}
-		ls.status.SupportedKinds = []gwv1.RouteGroupKind{httpRouteKind}
+		ls.status.SupportedKinds = []gwv1.RouteGroupKind{httpRouteKind, grpcRouteGroupKind}
 		if ar := l.AllowedRoutes; ar != nil {
 			if len(ar.Kinds) > 0 {
 				var kinds []gwv1.RouteGroupKind
 				invalid := false
 				for _, k := range ar.Kinds {
-					if (k.Group == nil || string(*k.Group) == GatewayGroup) && k.Kind == "HTTPRoute" {
+					switch {
+					case (k.Group == nil || string(*k.Group) == GatewayGroup) && k.Kind == "HTTPRoute":
 						kinds = append(kinds, httpRouteKind)
-					} else {
+					case (k.Group == nil || string(*k.Group) == GatewayGroup) && k.Kind == grpcRouteKind:
+						kinds = append(kinds, grpcRouteGroupKind)
+					default:
 						invalid = true
 					}
 				}
 				ls.status.SupportedKinds = kinds
 				if invalid {
 					resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
-						"only HTTPRoute is supported", gen)
+						"only HTTPRoute and GRPCRoute are supported", gen)
 				}
 				if len(kinds) == 0 {
 					ls.valid = false
@@ -321,7 +332,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 			if pr.SectionName != nil && *pr.SectionName != l.l.Name || pr.Port != nil && *pr.Port != l.l.Port {
 				continue
 			}
-			if !l.valid || l.sameNS && r.Namespace != ns || len(l.status.SupportedKinds) == 0 {
+			if !l.valid || l.sameNS && r.Namespace != ns || !slices.ContainsFunc(l.status.SupportedKinds, func(k gwv1.RouteGroupKind) bool { return string(k.Kind) == routeKindOf(r) }) {
 				if reason == string(gwv1.RouteReasonNoMatchingParent) {
 					reason, msg = string(gwv1.RouteReasonNotAllowedByListeners), "the listeners do not allow this route"
 				}
@@ -390,7 +401,12 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 	for i := range parents {
 		parents[i].Conditions = append(parents[i].Conditions, resolved)
 	}
-	b.d.GatewayAPI.HTTPRoutes = append(b.d.GatewayAPI.HTTPRoutes, RouteStatus{Namespace: r.Namespace, Name: r.Name, Parents: parents})
+	rs := RouteStatus{Namespace: r.Namespace, Name: r.Name, Parents: parents}
+	if routeKindOf(r) == grpcRouteKind {
+		b.d.GatewayAPI.GRPCRoutes = append(b.d.GatewayAPI.GRPCRoutes, rs)
+	} else {
+		b.d.GatewayAPI.HTTPRoutes = append(b.d.GatewayAPI.HTTPRoutes, rs)
+	}
 }
 
 func sortedHosts(m map[string]bool) []string {
@@ -450,9 +466,9 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		if br.Namespace != nil {
 			ns = string(*br.Namespace)
 		}
-		if ns != r.Namespace && !b.referenceGranted(r.Namespace, "HTTPRoute", ns, "", "Service", string(br.Name)) {
+		if ns != r.Namespace && !b.referenceGranted(r.Namespace, routeKindOf(r), ns, "", "Service", string(br.Name)) {
 			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonRefNotPermitted),
-				fmt.Sprintf("no ReferenceGrant in %s allows HTTPRoutes of %s to reach Service %s", ns, r.Namespace, br.Name), gen)
+				fmt.Sprintf("no ReferenceGrant in %s allows %ss of %s to reach Service %s", ns, routeKindOf(r), r.Namespace, br.Name), gen)
 			b.problem(httpRouteRef(r), ReasonRefNotPermitted, "backendRef Service %s/%s: %s", ns, br.Name, c.Message)
 			return nil, nil, &c, ""
 		}
@@ -473,6 +489,9 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 			w = *hbr.Weight
 		}
 		refs = append(refs, routeRef{base: ns + "_" + string(br.Name) + "_" + p, ns: ns, svc: string(br.Name), port: int32(*br.Port), weight: w})
+	}
+	if routeKindOf(r) == grpcRouteKind && len(refs) > 1 {
+		return nil, nil, nil, "weighted backendRefs are not supported in GRPCRoutes"
 	}
 	if http != nil && len(refs) > 1 {
 		return nil, nil, nil, "filters with two weighted backendRefs are not supported"
@@ -504,7 +523,9 @@ func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i, match int, refs []routeRef, 
 		main = refs[0]
 	}
 	var st *backendState
-	if len(refs) == 1 && http == nil && match < 0 {
+	// A GRPCRoute's backend speaks h2c: never the Service's shared one.
+	grpc := routeKindOf(r) == grpcRouteKind
+	if len(refs) == 1 && http == nil && match < 0 && !grpc {
 		st = b.useBackend(main.base, main.ns, main.svc, networkingv1.ServiceBackendPort{Number: main.port}, nil)
 	} else {
 		key := fmt.Sprintf("\x00%s#%d", ref, i)
@@ -519,6 +540,7 @@ func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i, match int, refs []routeRef, 
 			b.variants[id] = st
 		}
 		st.http = http
+		st.h2c = grpc
 	}
 	if len(refs) == 2 {
 		second := refs[1]
@@ -668,8 +690,15 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 		}
 	}
 	dumpRouteMatches(w, d)
-	for _, r := range g.HTTPRoutes {
-		fmt.Fprintf(w, "  HTTPRoute %s/%s\n", r.Namespace, r.Name)
+	kinds := make([]string, 0, len(g.HTTPRoutes)+len(g.GRPCRoutes))
+	for range g.HTTPRoutes {
+		kinds = append(kinds, "HTTPRoute")
+	}
+	for range g.GRPCRoutes {
+		kinds = append(kinds, grpcRouteKind)
+	}
+	for i, r := range slices.Concat(g.HTTPRoutes, g.GRPCRoutes) {
+		fmt.Fprintf(w, "  %s %s/%s\n", kinds[i], r.Namespace, r.Name)
 		for _, p := range r.Parents {
 			ns := r.Namespace
 			if p.ParentRef.Namespace != nil {

@@ -49,6 +49,7 @@ type Snapshot struct {
 	GatewayClasses  []*gwv1.GatewayClass
 	Gateways        []*gwv1.Gateway
 	HTTPRoutes      []*gwv1.HTTPRoute
+	GRPCRoutes      []*gwv1.GRPCRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 }
 
