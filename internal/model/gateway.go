@@ -434,10 +434,13 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 	if why != "" {
 		return nil, nil, nil, why
 	}
+	conditional := false
 	for _, m := range rule.Matches {
-		if _, why := requestMatch(m); why != "" {
+		rm, why := requestMatch(m)
+		if why != "" {
 			return nil, nil, nil, why
 		}
+		conditional = conditional || rm != nil
 	}
 	var brs []gwv1.HTTPBackendRef
 	for _, br := range rule.BackendRefs {
@@ -489,6 +492,11 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 			w = *hbr.Weight
 		}
 		refs = append(refs, routeRef{base: ns + "_" + string(br.Name) + "_" + p, ns: ns, svc: string(br.Name), port: int32(*br.Port), weight: w})
+	}
+	if conditional && len(refs) > 1 {
+		// The split acts on the backend the maps choose; a conditional
+		// match's backend is chosen by its condition.
+		return nil, nil, nil, "weighted backendRefs with method, header, query parameter or RegularExpression path matches are not supported"
 	}
 	if routeKindOf(r) == grpcRouteKind && len(refs) > 1 {
 		return nil, nil, nil, "weighted backendRefs are not supported in GRPCRoutes"
