@@ -137,6 +137,8 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 			s.Gateways = append(s.Gateways, v)
 		case *gwv1.HTTPRoute:
 			s.HTTPRoutes = append(s.HTTPRoutes, v)
+		case *gwv1.GRPCRoute:
+			s.GRPCRoutes = append(s.GRPCRoutes, v)
 		case *corev1.ConfigMap:
 			switch v.Name {
 			case "perimeter":
