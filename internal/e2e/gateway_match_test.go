@@ -52,8 +52,8 @@ func (d *daemon) expectMatch(t *testing.T, r matchRequest) {
 // RegularExpression path matches on real HAProxy, in the precedence the
 // Gateway API specifies, laid out like the conformance tests
 // HTTPRouteMatching, HTTPRouteMatchingAcrossRoutes and
-// HTTPRouteHeaderMatching; then a new hostname for conditional matches
-// without a reload.
+// HTTPRouteHeaderMatching; three weighted backendRefs; then a new
+// hostname for conditional matches without a reload.
 func TestGatewayHTTPRouteMatches(t *testing.T) {
 	e := newEnv(t)
 	installGatewayCRDs(t, e)
@@ -122,6 +122,14 @@ func TestGatewayHTTPRouteMatches(t *testing.T) {
 			Headers: []gwv1.HTTPHeaderMatch{header("version", "two")},
 		}}, BackendRefs: backend("v3")},
 	)
+	// Three weighted backends: shares drawn in turn.
+	weighted := func(svc string, w int32) gwv1.HTTPBackendRef {
+		br := backend(svc)[0]
+		br.Weight = ptrTo(w)
+		return br
+	}
+	route("three", []gwv1.Hostname{"three.example.com"},
+		gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{weighted("v1", 50), weighted("v2", 30), weighted("v3", 20)}})
 	for _, r := range []matchRequest{
 		// HTTPRouteMatching: an Exact "/" beats a header match on "/".
 		{host: "match.example.com", path: "/", pod: "gwm-v1-0"},
@@ -151,6 +159,9 @@ func TestGatewayHTTPRouteMatches(t *testing.T) {
 		d.expectMatch(t, r)
 	}
 	e.event("HTTPRoute", "younger", "RuleConflict")
+	share(t, d, "three.example.com", "gwm-v1-0", 0.40, 0.60)
+	share(t, d, "three.example.com", "gwm-v2-0", 0.22, 0.38)
+	share(t, d, "three.example.com", "gwm-v3-0", 0.13, 0.27)
 
 	// A new hostname for conditional matches is a map change.
 	before := d.reloads()

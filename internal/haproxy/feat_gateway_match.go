@@ -45,6 +45,12 @@ func matchCondition(m *model.RequestMatch) (string, error) {
 			return "", err
 		}
 	}
+	if m.RandomBelow != 0 {
+		if m.RandomBelow < 0 || m.RandomBelow > 100 {
+			return "", fmt.Errorf("share %d", m.RandomBelow)
+		}
+		parts = append(parts, fmt.Sprintf("{ rand(100) -m int lt %d }", m.RandomBelow))
+	}
 	for _, h := range m.Headers {
 		if !model.ValidHeaderName(h.Name) {
 			return "", fmt.Errorf("header name %q", h.Name)

@@ -452,8 +452,8 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		// The redirect answers: no backend is asked.
 		return nil, http, nil, ""
 	}
-	if len(brs) == 0 || len(brs) > 2 {
-		return nil, nil, nil, "one or two backendRefs with a non-zero weight are supported"
+	if len(brs) == 0 || len(brs) > maxWeightedRefs {
+		return nil, nil, nil, fmt.Sprintf("1 to %d backendRefs with a non-zero weight are supported", maxWeightedRefs)
 	}
 	gen := r.Generation
 	for _, hbr := range brs {
@@ -658,6 +658,10 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 			claims[key] = ref
 			if _, ok := b.hostOwners[host]; !ok && host != "" {
 				b.hostOwners[host] = r.Namespace
+			}
+			if len(refs) > 2 {
+				b.weightedRoute(r, i, key, refs)
+				continue
 			}
 			st := b.ruleBackend(r, i, -1, refs, http)
 			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: host, Path: path, PathType: typ, Backend: st.name})

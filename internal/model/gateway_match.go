@@ -32,6 +32,9 @@ type RequestMatch struct {
 	Query   []ValueMatch
 	// PathRegex is an anchored regular expression the path must match.
 	PathRegex string
+	// RandomBelow, when not 0, takes the request when rand(100) is below
+	// it: a share of a weighted rule (gateway_weights.go).
+	RandomBelow int
 }
 
 // ValueMatch is a header or query parameter condition: Name is a header
@@ -171,7 +174,7 @@ func valueMatch(name, value string, regex bool) (ValueMatch, string) {
 // and path with the same signature conflict.
 func (m *RequestMatch) signature() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\x00%s", m.Method, m.PathRegex)
+	fmt.Fprintf(&b, "%s\x00%s\x00%d", m.Method, m.PathRegex, m.RandomBelow)
 	for _, v := range m.Headers {
 		fmt.Fprintf(&b, "\x00h%s=%t:%s", strings.ToLower(v.Name), v.Regex, v.Value)
 	}
@@ -362,6 +365,9 @@ func dumpRouteMatches(w *strings.Builder, d *Desired) {
 		}
 		if m.PathRegex != "" {
 			fmt.Fprintf(w, " path~%q", m.PathRegex)
+		}
+		if m.RandomBelow != 0 {
+			fmt.Fprintf(w, " rand(100)<%d", m.RandomBelow)
 		}
 		for _, h := range m.Headers {
 			fmt.Fprintf(w, " header %s%s%q", h.Name, matchOp(h.Regex), h.Value)
