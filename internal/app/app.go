@@ -49,16 +49,25 @@ func ModelOptions(c *config.Config) model.Options {
 		DisableExternalName:      c.DisableServiceExternalName,
 		GatewayController:        c.GatewayController,
 		GatewayHTTPPort:          gatewayHTTPPort(c),
+		GatewayHTTPSPort:         gatewayHTTPSPort(c),
 	}
 }
 
 // gatewayHTTPPort is the port Gateway HTTP listeners must name: the http
-// frontend's, 0 (any) when HTTP is disabled and nothing serves them.
+// frontend's, -1 when HTTP is disabled and nothing serves them.
 func gatewayHTTPPort(c *config.Config) int {
 	if c.DisableHTTP {
-		return 0
+		return -1
 	}
 	return c.HTTPBindPort
+}
+
+// gatewayHTTPSPort is the same for HTTPS and TLS listeners.
+func gatewayHTTPSPort(c *config.Config) int {
+	if c.DisableHTTPS {
+		return -1
+	}
+	return c.HTTPSBindPort
 }
 
 // localAddresses are the edge host's own addresses, read when the options

@@ -9,6 +9,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -44,6 +45,8 @@ type GatewayAPIStatus struct {
 	// HTTPRoutes are the HTTPRoutes naming at least one of our Gateways,
 	// by namespace/name; Parents holds only our Gateways' entries.
 	HTTPRoutes []RouteStatus
+	// TLSRoutes and TCPRoutes likewise (gateway_l4.go).
+	TLSRoutes, TCPRoutes []RouteStatus
 }
 
 // ClassStatus is a GatewayClass's wanted conditions.
@@ -72,14 +75,20 @@ const (
 	ReasonRefNotPermitted      = "RefNotPermitted"
 )
 
-// listenerState is a Gateway listener that accepts routes.
+// listenerState is a Gateway listener and what attaches to it.
 type listenerState struct {
 	gw       *gwv1.Gateway
 	l        *gwv1.Listener
 	status   *gwv1.ListenerStatus
 	valid    bool
-	sameNS   bool // allowedRoutes.namespaces.from Same (the default)
+	from     gwv1.FromNamespaces // allowedRoutes.namespaces.from, Same by default
+	selector labels.Selector     // with from Selector
 	hostname string
+	// certs are an HTTPS listener's certificates; hosts the hostnames of
+	// the routes attached to it, which its certificates serve when it has
+	// no hostname (gateway_listeners.go).
+	certs []*Certificate
+	hosts []string
 }
 
 func httpRouteRef(r *gwv1.HTTPRoute) ObjectRef {
@@ -126,7 +135,9 @@ func (b *builder) gatewayAPI() {
 		if gw == nil || ours[string(gw.Spec.GatewayClassName)] == nil || !namespaceAllowed(gw.Namespace, b.o) {
 			continue
 		}
-		listeners[nsName{gw.Namespace, gw.Name}] = b.gatewayListeners(gw)
+		ls := b.gatewayListeners(gw)
+		listeners[nsName{gw.Namespace, gw.Name}] = ls
+		b.gwListeners = append(b.gwListeners, ls...)
 	}
 	routes := slices.Clone(s.HTTPRoutes)
 	routes = slices.DeleteFunc(routes, func(r *gwv1.HTTPRoute) bool { return r == nil || !namespaceAllowed(r.Namespace, b.o) })
@@ -143,6 +154,7 @@ func (b *builder) gatewayAPI() {
 	for _, r := range routes {
 		b.httpRoute(r, listeners, claims, controller)
 	}
+	b.gatewayL4Routes(listeners, controller)
 	for _, gw := range s.Gateways {
 		ls, ok := listeners[nsName{gw.Namespace, gw.Name}]
 		if !ok {
@@ -159,84 +171,7 @@ func (b *builder) gatewayAPI() {
 	})
 }
 
-var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(GatewayGroup)), Kind: "HTTPRoute"}
-
 func ptr[T any](v T) *T { return &v }
-
-// gatewayListeners checks each listener. HTTP listeners are served by the
-// http frontend: their port must be --http-port when that is known.
-func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
-	var out []*listenerState
-	for i := range gw.Spec.Listeners {
-		l := &gw.Spec.Listeners[i]
-		ls := &listenerState{gw: gw, l: l, status: &gwv1.ListenerStatus{Name: l.Name}, valid: true, sameNS: true}
-		gen := gw.Generation
-		accepted := cond(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen)
-		resolved := cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
-		switch {
-		case l.Protocol != gwv1.HTTPProtocolType:
-			ls.valid = false
-			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
-				fmt.Sprintf("protocol %s is not served; only HTTP", l.Protocol), gen)
-		case b.o.GatewayHTTPPort != 0 && int(l.Port) != b.o.GatewayHTTPPort:
-			ls.valid = false
-			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonPortUnavailable),
-				fmt.Sprintf("HTTP is served on port %d", b.o.GatewayHTTPPort), gen)
-		}
-		if l.Hostname != nil {
-			ls.hostname = strings.ToLower(string(*l.Hostname))
-		}
-		ls.status.SupportedKinds = []gwv1.RouteGroupKind{httpRouteKind}
-		if ar := l.AllowedRoutes; ar != nil {
-			if len(ar.Kinds) > 0 {
-				var kinds []gwv1.RouteGroupKind
-				invalid := false
-				for _, k := range ar.Kinds {
-					if (k.Group == nil || string(*k.Group) == GatewayGroup) && k.Kind == "HTTPRoute" {
-						kinds = append(kinds, httpRouteKind)
-					} else {
-						invalid = true
-					}
-				}
-				ls.status.SupportedKinds = kinds
-				if invalid {
-					resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
-						"only HTTPRoute is supported", gen)
-				}
-				if len(kinds) == 0 {
-					ls.valid = false
-				}
-			}
-			if ns := ar.Namespaces; ns != nil && ns.From != nil {
-				switch *ns.From {
-				case gwv1.NamespacesFromAll:
-					ls.sameNS = false
-				case gwv1.NamespacesFromSame:
-				default:
-					ls.valid = false
-					accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedValue),
-						fmt.Sprintf("allowedRoutes.namespaces.from %s is not supported; only Same and All", *ns.From), gen)
-				}
-			}
-		}
-		programmed := cond(string(gwv1.ListenerConditionProgrammed), ls.valid, string(gwv1.ListenerReasonProgrammed), "", gen)
-		if !ls.valid {
-			programmed.Reason = string(gwv1.ListenerReasonInvalid)
-		}
-		ls.status.Conditions = []metav1.Condition{
-			accepted,
-			cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen),
-			programmed,
-			resolved,
-		}
-		ls.status.SupportedKinds = slices.Clip(ls.status.SupportedKinds)
-		if ls.status.SupportedKinds == nil {
-			ls.status.SupportedKinds = []gwv1.RouteGroupKind{}
-		}
-		out = append(out, ls)
-	}
-	return out
-}
 
 func gatewayStatus(gw *gwv1.Gateway, ls []*listenerState) GatewayStatus {
 	gen := gw.Generation
@@ -321,7 +256,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 			if pr.SectionName != nil && *pr.SectionName != l.l.Name || pr.Port != nil && *pr.Port != l.l.Port {
 				continue
 			}
-			if !l.valid || l.sameNS && r.Namespace != ns || len(l.status.SupportedKinds) == 0 {
+			if !l.valid || !l.allows(b, r.Namespace) || !l.supports("HTTPRoute") {
 				if reason == string(gwv1.RouteReasonNoMatchingParent) {
 					reason, msg = string(gwv1.RouteReasonNotAllowedByListeners), "the listeners do not allow this route"
 				}
@@ -340,6 +275,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 			for _, h := range lh {
 				hosts[h] = true
 			}
+			l.hosts = append(l.hosts, lh...)
 			matched = append(matched, l)
 		}
 		if len(matched) == 0 {
@@ -545,7 +481,7 @@ func (b *builder) routeRedirect(rd *gwv1.HTTPRequestRedirectFilter, h *HTTPRules
 	switch {
 	case rd.Port != nil:
 		port = int(*rd.Port)
-	case rd.Scheme == nil && b.o.GatewayHTTPPort != 0:
+	case rd.Scheme == nil && b.o.GatewayHTTPPort > 0:
 		// The spec's default: the listener's port.
 		port = b.o.GatewayHTTPPort
 	}
@@ -737,8 +673,14 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 			conds("      ", l.Conditions)
 		}
 	}
-	for _, r := range g.HTTPRoutes {
-		fmt.Fprintf(w, "  HTTPRoute %s/%s\n", r.Namespace, r.Name)
+	dumpRoutes(w, "HTTPRoute", g.HTTPRoutes, conds)
+	dumpRoutes(w, "TLSRoute", g.TLSRoutes, conds)
+	dumpRoutes(w, "TCPRoute", g.TCPRoutes, conds)
+}
+
+func dumpRoutes(w *strings.Builder, kind string, routes []RouteStatus, conds func(string, []metav1.Condition)) {
+	for _, r := range routes {
+		fmt.Fprintf(w, "  %s %s/%s\n", kind, r.Namespace, r.Name)
 		for _, p := range r.Parents {
 			ns := r.Namespace
 			if p.ParentRef.Namespace != nil {
