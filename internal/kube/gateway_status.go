@@ -121,6 +121,7 @@ func (s *StatusWriter) syncGatewayAPI(ctx context.Context) {
 			s.log.Warn("httproute status", "namespace", r.Namespace, "name", r.Name, "err", err)
 		}
 	}
+	s.syncGatewayL4Routes(ctx, want, now)
 }
 
 // gatewayAddresses are the published addresses in Gateway status form.
