@@ -77,13 +77,16 @@ const (
 
 // listenerState is a Gateway listener and what attaches to it.
 type listenerState struct {
-	gw       *gwv1.Gateway
-	l        *gwv1.Listener
-	status   *gwv1.ListenerStatus
-	valid    bool
-	from     gwv1.FromNamespaces // allowedRoutes.namespaces.from, Same by default
-	selector labels.Selector     // with from Selector
-	hostname string
+	gw     *gwv1.Gateway
+	l      *gwv1.Listener
+	status *gwv1.ListenerStatus
+	valid  bool // routes may attach: Accepted and not Conflicted
+	// unresolved: an HTTPS listener's certificateRefs cannot be served; it
+	// takes routes but is not programmed.
+	unresolved bool
+	from       gwv1.FromNamespaces // allowedRoutes.namespaces.from, Same by default
+	selector   labels.Selector     // with from Selector
+	hostname   string
 	// certs are an HTTPS listener's certificates; hosts the hostnames of
 	// the routes attached to it, which its certificates serve when it has
 	// no hostname (gateway_listeners.go).
@@ -178,7 +181,7 @@ func gatewayStatus(gw *gwv1.Gateway, ls []*listenerState) GatewayStatus {
 	valid := 0
 	out := GatewayStatus{Namespace: gw.Namespace, Name: gw.Name}
 	for _, l := range ls {
-		if l.valid {
+		if l.programmed() {
 			valid++
 		}
 		out.Listeners = append(out.Listeners, *l.status)
@@ -272,10 +275,14 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 				reason, msg = string(gwv1.RouteReasonNoMatchingListenerHostname), "no hostname matches a listener's"
 				continue
 			}
-			for _, h := range lh {
-				hosts[h] = true
+			// A listener whose certificate cannot be served takes routes
+			// (and counts them) without serving them.
+			if l.programmed() {
+				for _, h := range lh {
+					hosts[h] = true
+				}
+				l.hosts = append(l.hosts, lh...)
 			}
-			l.hosts = append(l.hosts, lh...)
 			matched = append(matched, l)
 		}
 		if len(matched) == 0 {

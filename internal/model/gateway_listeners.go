@@ -58,6 +58,9 @@ func (l *listenerState) allows(b *builder, ns string) bool {
 	return ns == l.gw.Namespace
 }
 
+// programmed reports whether HAProxy serves the listener's routes.
+func (l *listenerState) programmed() bool { return l.valid && !l.unresolved }
+
 // supports reports whether the listener takes routes of kind k.
 func (l *listenerState) supports(k gwv1.Kind) bool {
 	return slices.ContainsFunc(l.status.SupportedKinds, func(x gwv1.RouteGroupKind) bool { return x.Kind == k })
@@ -216,14 +219,15 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 			if c := b.listenerTLS(gw, ls); c != nil {
 				if c.Type == string(gwv1.ListenerConditionAccepted) {
 					accepted = *c
-				} else if resolved.Status == metav1.ConditionTrue {
+					ls.valid = false
+				} else {
 					resolved = *c
+					ls.unresolved = true
 				}
-				ls.valid = false
 			}
 		}
-		programmed := cond(string(gwv1.ListenerConditionProgrammed), ls.valid, string(gwv1.ListenerReasonProgrammed), "", gen)
-		if !ls.valid {
+		programmed := cond(string(gwv1.ListenerConditionProgrammed), ls.programmed(), string(gwv1.ListenerReasonProgrammed), "", gen)
+		if !ls.programmed() {
 			programmed.Reason = string(gwv1.ListenerReasonInvalid)
 		}
 		ls.status.Conditions = []metav1.Condition{accepted, conflicted, programmed, resolved}
@@ -314,8 +318,10 @@ func (b *builder) listenerTLS(gw *gwv1.Gateway, ls *listenerState) *metav1.Condi
 // gatewayCertificates adds the HTTPS listeners' certificates to the
 // crt-list after the Ingress ones, which keep the hosts they serve. A
 // listener's certificate serves its hostname or, without one, the
-// hostnames of the routes attached to it: never an empty SNI filter, as
-// for Ingresses.
+// hostnames of the routes attached to it (never an empty SNI filter, as
+// for Ingresses) and, in place of the generated default certificate, the
+// names no other certificate serves: the Gateway's owner, unlike an
+// Ingress's, is trusted with the whole edge.
 func (t *tlsBuilder) gatewayCertificates() {
 	b := t.b
 	if b.gwTLS != nil {
@@ -332,8 +338,11 @@ func (t *tlsBuilder) gatewayCertificates() {
 			served[h] = c.Name
 		}
 	}
-	for _, ls := range b.gwListeners {
-		if !ls.valid || ls.l.Protocol != gwv1.HTTPSProtocolType || len(ls.certs) == 0 {
+	// The oldest Gateway wins a host, whatever the snapshot's order.
+	listeners := slices.Clone(b.gwListeners)
+	slices.SortStableFunc(listeners, func(x, y *listenerState) int { return olderMeta(&x.gw.ObjectMeta, &y.gw.ObjectMeta) })
+	for _, ls := range listeners {
+		if !ls.programmed() || ls.l.Protocol != gwv1.HTTPSProtocolType || len(ls.certs) == 0 {
 			continue
 		}
 		ref := gatewayRef(ls.gw)
@@ -341,9 +350,19 @@ func (t *tlsBuilder) gatewayCertificates() {
 		if ls.hostname == "" {
 			hosts = slices.Compact(slices.Sorted(slices.Values(ls.hosts)))
 			hosts = slices.DeleteFunc(hosts, func(h string) bool { return h == "" })
+			// A listener for every hostname also answers the names no
+			// certificate is for, unless the operator chose the default
+			// certificate (ConfigMap ssl-certificate or
+			// --default-ssl-certificate).
+			if d := b.d.TLS.Default; d == nil || d.Secret == (ObjectRef{}) {
+				c := *ls.certs[0]
+				c.Name = DefaultCertificateName
+				c.Hosts = nil
+				c.Ingresses = []ObjectRef{ref}
+				b.d.TLS.Default = &c
+			}
 		}
 		if len(hosts) == 0 {
-			b.problem(ref, ReasonTLSHostNotRouted, "listener %s has no hostname and its routes name none: its certificate is not served", ls.l.Name)
 			continue
 		}
 		for _, cert := range ls.certs {
