@@ -15,8 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
@@ -73,6 +76,18 @@ func runFeature(t *testing.T, dir string) {
 	golden(t, filepath.Join(rel, "haproxy.cfg.golden"), paths.Replace(readConfig(t, u.Driver)))
 }
 
+// featureCodecs decode the built-in kinds and the Gateway API's.
+var featureCodecs = func() serializer.CodecFactory {
+	sch := runtime.NewScheme()
+	if err := scheme.AddToScheme(sch); err != nil {
+		panic(err)
+	}
+	if err := gwv1.Install(sch); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(sch)
+}()
+
 // featureOptions starts a comment line that holds model.Options as JSON.
 const featureOptions = "# options:"
 
@@ -101,7 +116,7 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 	}
 	s := &model.Snapshot{}
 	r := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	dec := scheme.Codecs.UniversalDeserializer()
+	dec := featureCodecs.UniversalDeserializer()
 	for i := 0; ; i++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -126,6 +141,14 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 			s.EndpointSlices = append(s.EndpointSlices, v)
 		case *corev1.Secret:
 			s.Secrets = append(s.Secrets, v)
+		case *gwv1.GatewayClass:
+			s.GatewayClasses = append(s.GatewayClasses, v)
+		case *gwv1.Gateway:
+			s.Gateways = append(s.Gateways, v)
+		case *gwv1.TLSRoute:
+			s.TLSRoutes = append(s.TLSRoutes, v)
+		case *gwv1.TCPRoute:
+			s.TCPRoutes = append(s.TCPRoutes, v)
 		case *corev1.ConfigMap:
 			switch v.Name {
 			case "perimeter":
