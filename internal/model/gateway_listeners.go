@@ -303,6 +303,9 @@ func (b *builder) listenerTLS(gw *gwv1.Gateway, ls *listenerState) *metav1.Condi
 		}
 		k := nsName{ns, string(ref.Name)}
 		r := t.loadCert(k)
+		if why := b.s.RefusedSecrets[ns+"/"+string(ref.Name)]; why != "" {
+			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s/%s is not read: %s", ns, ref.Name, why)
+		}
 		switch {
 		case r.missing && t.pending[ns+"/"+string(ref.Name)]:
 			// Still loading: served once it is.
