@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,6 +73,8 @@ func TestGatewayListeners(t *testing.T) {
 					AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptrTo(gwv1.NamespacesFromSelector),
 						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{selected: "yes"}}}}},
 				{Name: "broken", Protocol: gwv1.HTTPSProtocolType, Port: gwv1.PortNumber(httpsPort), Hostname: host("broken.gwl.test"), TLS: tlsRef("nowhere")},
+				{Name: "foreign", Protocol: gwv1.HTTPSProtocolType, Port: 443, Hostname: host("foreign.gwl.test"),
+					TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "secure-tls", Namespace: ptrTo(gwv1.Namespace("elsewhere"))}}}},
 				{Name: "pass", Protocol: gwv1.TLSProtocolType, Port: 443, Hostname: host("*.pass.gwl.test"),
 					TLS: &gwv1.ListenerTLSConfig{Mode: ptrTo(gwv1.TLSModePassthrough)}},
 				{Name: "tcp", Protocol: gwv1.TCPProtocolType, Port: gwv1.PortNumber(tcpPort)},
@@ -187,6 +190,7 @@ func TestGatewayListeners(t *testing.T) {
 		}{
 			{"https", 1, "True", "ResolvedRefs", "HTTPRoute"},
 			{"broken", 0, "False", "InvalidCertificateRef", "HTTPRoute"},
+			{"foreign", 0, "False", "RefNotPermitted", "HTTPRoute"},
 			{"pass", 1, "True", "ResolvedRefs", "TLSRoute"},
 			{"tcp", 1, "True", "ResolvedRefs", "TCPRoute"},
 		}
@@ -213,6 +217,42 @@ func TestGatewayListeners(t *testing.T) {
 	routeCondition(t, gw, "TLSRoute", e.ns, "pass", "Accepted", "True", "Accepted")
 	routeCondition(t, gw, "TCPRoute", e.ns, "db", "ResolvedRefs", "True", "ResolvedRefs")
 	e.event("Gateway", "edge", "InvalidCertificateRef")
+	e.event("Gateway", "edge", "RefNotPermitted")
+
+	// Listeners removed: the status follows, at the new generation.
+	var gen int64
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		g, err := gw.GatewayV1().Gateways(e.ns).Get(ctx, "edge", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		g.Spec.Listeners = slices.DeleteFunc(g.Spec.Listeners, func(l gwv1.Listener) bool { return l.Name == "broken" || l.Name == "foreign" })
+		g, err = gw.GatewayV1().Gateways(e.ns).Update(ctx, g, metav1.UpdateOptions{})
+		if err == nil {
+			gen = g.Generation
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, func() error {
+		g, err := gw.GatewayV1().Gateways(e.ns).Get(ctx, "edge", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := hasCondition(g.Status.Conditions, "Accepted", "True", "Accepted"); err != nil {
+			return fmt.Errorf("Gateway: %w", err)
+		}
+		for _, c := range g.Status.Conditions {
+			if c.ObservedGeneration != gen {
+				return fmt.Errorf("Gateway condition %s: observedGeneration %d, want %d", c.Type, c.ObservedGeneration, gen)
+			}
+		}
+		if len(g.Status.Listeners) != 3 {
+			return fmt.Errorf("Gateway: %d listener statuses, want 3", len(g.Status.Listeners))
+		}
+		return nil
+	})
 }
 
 // rawTCPGet sends a bare HTTP/1.0 request over TCP and reads the answer.
