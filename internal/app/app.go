@@ -54,15 +54,16 @@ func ModelOptions(c *config.Config) model.Options {
 }
 
 // gatewayHTTPPort is the port Gateway HTTP listeners must name: the http
-// frontend's, -1 when HTTP is disabled and nothing serves them.
+// frontend's, 0 (any) when HTTP is disabled and nothing serves them.
 func gatewayHTTPPort(c *config.Config) int {
 	if c.DisableHTTP {
-		return -1
+		return 0
 	}
 	return c.HTTPBindPort
 }
 
-// gatewayHTTPSPort is the same for HTTPS and TLS listeners.
+// gatewayHTTPSPort is the port HTTPS and TLS listeners must name: the https
+// frontend's, -1 when HTTPS is disabled and nothing serves them.
 func gatewayHTTPSPort(c *config.Config) int {
 	if c.DisableHTTPS {
 		return -1

@@ -15,11 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
@@ -76,18 +75,6 @@ func runFeature(t *testing.T, dir string) {
 	golden(t, filepath.Join(rel, "haproxy.cfg.golden"), paths.Replace(readConfig(t, u.Driver)))
 }
 
-// featureCodecs decode the built-in kinds and the Gateway API's.
-var featureCodecs = func() serializer.CodecFactory {
-	sch := runtime.NewScheme()
-	if err := scheme.AddToScheme(sch); err != nil {
-		panic(err)
-	}
-	if err := gwv1.Install(sch); err != nil {
-		panic(err)
-	}
-	return serializer.NewCodecFactory(sch)
-}()
-
 // featureOptions starts a comment line that holds model.Options as JSON.
 const featureOptions = "# options:"
 
@@ -116,7 +103,7 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 	}
 	s := &model.Snapshot{}
 	r := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	dec := featureCodecs.UniversalDeserializer()
+	dec := scheme.Codecs.UniversalDeserializer()
 	for i := 0; ; i++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -126,6 +113,9 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 			t.Fatalf("%s: document %d: %v", path, i, err)
 		}
 		obj, _, err := dec.Decode(doc, nil, nil)
+		if err != nil && bytes.Contains(doc, []byte("gateway.networking.k8s.io/")) {
+			obj, _, err = gwscheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		}
 		if err != nil {
 			if len(bytes.TrimSpace(doc)) == 0 || !bytes.Contains(doc, []byte("kind:")) {
 				continue // comments only
@@ -145,6 +135,8 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 			s.GatewayClasses = append(s.GatewayClasses, v)
 		case *gwv1.Gateway:
 			s.Gateways = append(s.Gateways, v)
+		case *gwv1.HTTPRoute:
+			s.HTTPRoutes = append(s.HTTPRoutes, v)
 		case *gwv1.TLSRoute:
 			s.TLSRoutes = append(s.TLSRoutes, v)
 		case *gwv1.TCPRoute:

@@ -488,7 +488,7 @@ func (b *builder) routeRedirect(rd *gwv1.HTTPRequestRedirectFilter, h *HTTPRules
 	switch {
 	case rd.Port != nil:
 		port = int(*rd.Port)
-	case rd.Scheme == nil && b.o.GatewayHTTPPort > 0:
+	case rd.Scheme == nil && b.o.GatewayHTTPPort != 0:
 		// The spec's default: the listener's port.
 		port = b.o.GatewayHTTPPort
 	}

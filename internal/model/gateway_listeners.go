@@ -85,9 +85,6 @@ func (b *builder) listenerPort(l *gwv1.Listener) (bool, string) {
 	switch l.Protocol {
 	case gwv1.HTTPProtocolType:
 		want := b.o.GatewayHTTPPort
-		if want < 0 {
-			return false, "HTTP is not served by this edge"
-		}
 		if want != 0 && port != want && port != standardHTTPPort {
 			return false, fmt.Sprintf("HTTP is served on port %s", portsText(want, standardHTTPPort))
 		}

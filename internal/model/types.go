@@ -111,8 +111,7 @@ type Options struct {
 	// controllerName served; empty means DefaultGatewayController.
 	GatewayController string
 	// GatewayHTTPPort is the port the http frontend listens on: HTTP
-	// listeners of Gateways must name it (or 80); 0 accepts any port, -1
-	// means HTTP is not served.
+	// listeners of Gateways must name it (or 80); 0 accepts any port.
 	GatewayHTTPPort int
 	// GatewayHTTPSPort is the https frontend's port: HTTPS and TLS
 	// listeners must name it (or 443); 0 accepts any port, -1 means
