@@ -680,14 +680,8 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 			conds("      ", l.Conditions)
 		}
 	}
-	dumpRoutes(w, "HTTPRoute", g.HTTPRoutes, conds)
-	dumpRoutes(w, "TLSRoute", g.TLSRoutes, conds)
-	dumpRoutes(w, "TCPRoute", g.TCPRoutes, conds)
-}
-
-func dumpRoutes(w *strings.Builder, kind string, routes []RouteStatus, conds func(string, []metav1.Condition)) {
-	for _, r := range routes {
-		fmt.Fprintf(w, "  %s %s/%s\n", kind, r.Namespace, r.Name)
+	for _, r := range g.HTTPRoutes {
+		fmt.Fprintf(w, "  HTTPRoute %s/%s\n", r.Namespace, r.Name)
 		for _, p := range r.Parents {
 			ns := r.Namespace
 			if p.ParentRef.Namespace != nil {
@@ -701,4 +695,5 @@ func dumpRoutes(w *strings.Builder, kind string, routes []RouteStatus, conds fun
 			conds("      ", p.Conditions)
 		}
 	}
+	dumpL4Routes(w, g, conds)
 }
