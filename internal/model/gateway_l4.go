@@ -141,6 +141,9 @@ func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, cont
 				}
 				if len(lh) == 0 {
 					reason, msg = string(gwv1.RouteReasonNoMatchingListenerHostname), "no hostname matches a listener's"
+					if l.hostname == "" && len(r.hostnames) == 0 {
+						msg = "TLS is passed through by SNI: the route or the listener must name a hostname"
+					}
 					continue
 				}
 				hosts = append(hosts, lh...)
