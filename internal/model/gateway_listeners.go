@@ -160,7 +160,8 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 		if l.Hostname != nil && l.Protocol != gwv1.TCPProtocolType {
 			ls.hostname = strings.ToLower(string(*l.Hostname))
 		}
-		if known {
+		// Only listeners HAProxy could serve can conflict.
+		if ls.valid {
 			key := listenerConflictKey(l)
 			if first, dup := seen[key]; dup {
 				ls.valid = false
@@ -182,9 +183,12 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 				var allowed []gwv1.RouteGroupKind
 				invalid := false
 				for _, k := range ar.Kinds {
-					if (k.Group == nil || string(*k.Group) == GatewayGroup) && slices.Contains(kinds, k.Kind) {
-						allowed = append(allowed, routeKind(k.Kind))
-					} else {
+					switch {
+					case (k.Group == nil || string(*k.Group) == GatewayGroup) && slices.Contains(kinds, k.Kind):
+						if !slices.ContainsFunc(allowed, func(x gwv1.RouteGroupKind) bool { return x.Kind == k.Kind }) {
+							allowed = append(allowed, routeKind(k.Kind))
+						}
+					default:
 						invalid = true
 					}
 				}
@@ -203,8 +207,11 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 				case gwv1.NamespacesFromAll, gwv1.NamespacesFromSame:
 				case gwv1.NamespacesFromSelector:
 					sel, err := metav1.LabelSelectorAsSelector(ns.Selector)
-					if ns.Selector == nil || err != nil {
-						reject(gwv1.ListenerReasonUnsupportedValue, fmt.Sprintf("allowedRoutes.namespaces.selector is not a valid label selector: %v", err))
+					switch {
+					case ns.Selector == nil:
+						reject(gwv1.ListenerReasonUnsupportedValue, "allowedRoutes.namespaces.from Selector needs a selector")
+					case err != nil:
+						reject(gwv1.ListenerReasonUnsupportedValue, fmt.Sprintf("allowedRoutes.namespaces.selector: %v", err))
 					}
 					ls.selector = sel
 				default:
