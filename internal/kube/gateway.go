@@ -106,6 +106,7 @@ func (w *Watcher) startGateway(ctx context.Context) bool {
 	g.mu.Lock()
 	running := g.running
 	g.mu.Unlock()
+	started := false
 	if !running {
 		if !installed(served) {
 			return false
@@ -130,22 +131,24 @@ func (w *Watcher) startGateway(ctx context.Context) bool {
 		g.running = true
 		g.mu.Unlock()
 		w.log.Info("watching Gateway API objects", "group", gwv1.GroupVersion.String())
+		started = true
 	}
-	w.startGatewayRoutes(ctx, served)
-	w.markOther()
-	w.signal()
+	if w.startGatewayRoutes(ctx, served) || started {
+		w.markOther()
+		w.signal()
+	}
 	return true
 }
 
 // startGatewayRoutes starts the TLSRoute and TCPRoute informers whose
-// resources discovery serves.
-func (w *Watcher) startGatewayRoutes(ctx context.Context, served map[string]bool) {
+// resources discovery serves, and reports whether it started one.
+func (w *Watcher) startGatewayRoutes(ctx context.Context, served map[string]bool) bool {
 	g := w.gateway
 	g.mu.Lock()
 	f, needTLS, needTCP := g.factory, g.tls == nil && served[tlsRoutesResource], g.tcp == nil && served[tcpRoutesResource]
 	g.mu.Unlock()
 	if !needTLS && !needTCP {
-		return
+		return false
 	}
 	var tls, tcp cache.SharedIndexInformer
 	var synced []cache.InformerSynced
@@ -159,7 +162,7 @@ func (w *Watcher) startGatewayRoutes(ctx context.Context, served map[string]bool
 	}
 	f.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return
+		return false
 	}
 	g.mu.Lock()
 	if tls != nil {
@@ -170,6 +173,7 @@ func (w *Watcher) startGatewayRoutes(ctx context.Context, served map[string]bool
 	}
 	g.mu.Unlock()
 	w.log.Info("watching Gateway API routes", "tlsroutes", tls != nil, "tcproutes", tcp != nil)
+	return true
 }
 
 // discoverGateway looks for the CRDs until every kind is watched or ctx
