@@ -202,8 +202,8 @@ func TestGatewayListeners(t *testing.T) {
 			if string(l.Name) != w.name || l.AttachedRoutes != w.attached {
 				return fmt.Errorf("listener %d: %s with %d routes, want %s with %d", i, l.Name, l.AttachedRoutes, w.name, w.attached)
 			}
-			if len(l.SupportedKinds) != 1 || string(l.SupportedKinds[0].Kind) != w.kind {
-				return fmt.Errorf("listener %s: supportedKinds %v, want %s", l.Name, l.SupportedKinds, w.kind)
+			if !slices.ContainsFunc(l.SupportedKinds, func(k gwv1.RouteGroupKind) bool { return string(k.Kind) == w.kind }) {
+				return fmt.Errorf("listener %s: supportedKinds %v, want %s among them", l.Name, l.SupportedKinds, w.kind)
 			}
 			if err := hasCondition(l.Conditions, "Programmed", w.programmed, map[string]string{"True": "Programmed", "False": "Invalid"}[w.programmed]); err != nil {
 				return fmt.Errorf("listener %s: %w", l.Name, err)
