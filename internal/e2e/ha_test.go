@@ -111,23 +111,26 @@ func TestHAEdgesShareTheAddress(t *testing.T) {
 	}
 }
 
-// TestHAGracefulStopAndHandOver: a stop under load withdraws first and
-// drains (no request fails); the edge comes back and takes flows again; a
-// rolling hand-over restart of both edges keeps the address routed to both
-// the whole time (read from the router's kernel and from BIRD) and fails no
-// request.
+// TestHAGracefulStopAndHandOver: a stop under load closes the SYN gate,
+// lets the connections finish, withdraws and drains: no request fails,
+// keep-alive or new, from SIGTERM until HAProxy has stopped; the edge comes
+// back and takes flows again; a rolling hand-over restart of both edges
+// keeps the address routed to both the whole time (read from the router's
+// kernel and from BIRD) and fails no request.
 func TestHAGracefulStopAndHandOver(t *testing.T) {
 	l := haSetup(t)
 	ed0, ed1 := l.edges[0], l.edges[1]
 
-	rehashed, failed, sent, took := haGraceful(t, l)
-	t.Logf("graceful stop under load: %d requests, %d failed outside the router's rehash, %d reset in flight at a rehash; withdrawn %s after SIGTERM",
-		sent, failed, rehashed, took)
-	if failed > 0 {
-		t.Fatalf("%d of %d requests failed across a graceful stop, away from any route change", failed, sent)
+	g := haGraceful(t, l)
+	t.Log(g)
+	if g.stopFailed > 0 {
+		t.Fatalf("%d requests failed across a graceful stop (SIGTERM until the edge's HAProxy stopped and it started again): %v", g.stopFailed, g.errs)
 	}
-	if rehashed > 2*haClients {
-		t.Fatalf("%d requests reset at the two route changes, more than the %d in flight", rehashed, 2*haClients)
+	if g.returnFailed > haClients {
+		t.Fatalf("%d requests failed when the edge came back, more than the %d in flight at the rehash: %v", g.returnFailed, haClients, g.errs)
+	}
+	if g.delayed > 0 && (g.slowest < 900*time.Millisecond || g.slowest > 4*time.Second) {
+		t.Fatalf("the slowest request of the drain took %s: want about a SYN retransmission (1 s, or 3 s for a second one)", g.slowest)
 	}
 	before := ed0.requests()
 	load := l.startLoad(haHost, 4, 0)
@@ -164,42 +167,79 @@ func TestHAGracefulStopAndHandOver(t *testing.T) {
 	}
 }
 
-// haGraceful stops edge 0 with SIGTERM under load, then starts it again.
-// Failures are split: at the two instants the router rehashes (withdraw,
-// re-announce) a request in flight on a moved flow is reset by the other
-// edge; any other failure is the daemon's fault.
-func haGraceful(t testing.TB, l *haLab) (rehashed, failed int, sent int64, withdrawn time.Duration) {
+// gracefulFigures is what a graceful stop of one edge, and its return,
+// cost the client.
+type gracefulFigures struct {
+	sent int64
+	// stopFailed: failed from the load's start through SIGTERM, the
+	// withdrawal, HAProxy's stop, until the edge starts again.
+	stopFailed int
+	// returnFailed: failed after the edge started again, when the router
+	// rehashes onto it (flows that move there are reset by it).
+	returnFailed int
+	// withdrawn and stopped: from SIGTERM to the router dropping the edge,
+	// and to the daemon's exit (HAProxy stopped).
+	withdrawn, stopped time.Duration
+	// delayed requests started during the stop took longer than
+	// slowAfter (a SYN dropped by the gate); slowest is the longest.
+	delayed int
+	slowest time.Duration
+	errs    []string
+}
+
+func (g gracefulFigures) String() string {
+	return fmt.Sprintf("graceful stop under load: %d requests; %d failed from SIGTERM until the edge started again, %d failed when it came back; "+
+		"withdrawn %s after SIGTERM, HAProxy stopped after %s; %d requests delayed by the SYN gate, the slowest %s",
+		g.sent, g.stopFailed, g.returnFailed, g.withdrawn.Round(time.Millisecond), g.stopped.Round(time.Millisecond), g.delayed, g.slowest.Round(time.Millisecond))
+}
+
+// haGraceful stops edge 0 with SIGTERM under load (keep-alive and new
+// connections), then starts it again.
+func haGraceful(t testing.TB, l *haLab) gracefulFigures {
 	ed0, ed1 := l.edges[0], l.edges[1]
+	loadStart := time.Now()
 	load := l.startLoad(haHost, haFresh, haKeepAlive)
 	defer load.finish()
 	load.waitSent(t, 300)
 	w := l.watchRoutes()
 	defer w.finish()
+	var g gracefulFigures
 	start := time.Now()
 	ed0.signal(syscall.SIGTERM)
 	ed0.waitExit(30 * time.Second)
-	stopped := time.Since(start)
-	if stopped < haDrain {
-		t.Fatalf("edge 0 stopped %s after SIGTERM, before the %s drain", stopped, haDrain)
+	exited := time.Now()
+	g.stopped = exited.Sub(start)
+	if g.stopped < haDrain {
+		t.Fatalf("edge 0 stopped %s after SIGTERM, before the %s drain", g.stopped, haDrain)
+	}
+	if pids := haproxyPIDs(ed0.runtimeDir); len(pids) > 0 {
+		t.Fatalf("edge 0's HAProxy still runs after its daemon stopped: %v", pids)
 	}
 	w.mu.Lock()
 	at := firstWithout(w.changes, ed0.addr)
 	w.mu.Unlock()
-	if at.IsZero() || at.Sub(start) > stopped {
+	if at.IsZero() || at.After(exited) {
 		t.Fatalf("edge 0 stopped without being withdrawn first")
 	}
-	withdrawn = at.Sub(start)
+	g.withdrawn = at.Sub(start)
+	out := ed0.d.out.String()
+	gate := strings.Index(out, "SYN gate closed")
+	wd := strings.Index(out, "withdrawing the ingress addresses")
+	if gate < 0 || wd < gate || !strings.Contains(out[gate:], "SYN gate opened") {
+		t.Fatalf("want the SYN gate closed before the withdrawal and opened at the end:\n%s", tail(out, 40))
+	}
 	l.waitNextHops(5*time.Second, ed1)
 	load.waitSent(t, load.sent.Load()+300)
+	restart := time.Now()
+	g.stopFailed = load.failuresBetween(loadStart, restart)
+	g.delayed, g.slowest = load.slowBetween(start, exited)
 	ed0.start()
 	l.waitNextHops(30*time.Second, ed0, ed1)
 	load.waitSent(t, load.sent.Load()+300)
-	sent, _, errs := load.finish()
-	rehashed, other := load.outsideRehash(w.finish())
-	if len(errs) > 0 {
-		t.Logf("failures (first): %v", errs)
-	}
-	return rehashed, len(other), sent, withdrawn
+	var failed int64
+	g.sent, failed, g.errs = load.finish()
+	g.returnFailed = int(failed) - g.stopFailed
+	return g
 }
 
 // haDaemonCrash SIGKILLs edge 0's daemon only and starts it again at once.
