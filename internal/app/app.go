@@ -261,11 +261,18 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	// The ingress addresses (ha.md): on lo before HAProxy binds them; the
 	// upstream speaker stops after HAProxy, the addresses go last.
 	if len(upCfg.Addresses) > 0 {
-		// A daemon that died while draining left its gate closed.
+		// A daemon that died while draining left its gate closed. The
+		// qdiscs the gate needs go in now, while adding them costs no
+		// flow (syngate.Prepare).
 		if opened, err := syngate.Open(); err != nil {
 			log.Warn("SYN gate left by an earlier run", "err", err)
 		} else if len(opened) > 0 {
 			log.Info("SYN gate left by an earlier run opened", "links", opened)
+		}
+		if added, err := syngate.Prepare(); err != nil {
+			log.Warn("SYN gate: clsact qdisc not added; a stop will lose the connections opened while it drains", "err", err)
+		} else if len(added) > 0 {
+			log.Info("SYN gate: clsact qdisc added", "links", added)
 		}
 		if err := addLoopback(upCfg.Addresses, log); err != nil {
 			return err

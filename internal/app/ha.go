@@ -303,10 +303,15 @@ func (g *gate) drain(d time.Duration, drv drainer, log *slog.Logger) {
 // most limit, until the kernel has none in progress to the addresses.
 func (g *gate) waitConnections(limit time.Duration, drv drainer, log *slog.Logger) {
 	deadline := time.Now().Add(limit)
+	last := -1
 	conns := func() []syngate.Conn {
 		c, err := g.connections(g.addrs)
 		if err != nil {
 			log.Warn("listing connections", "err", err)
+		}
+		if len(c) != last {
+			last = len(c)
+			log.Debug("draining: connections in progress", "count", len(c), "first", c[:min(len(c), 5)])
 		}
 		return c
 	}

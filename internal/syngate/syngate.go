@@ -188,6 +188,24 @@ func (p *asm) resolve() ([]bpf.Instruction, error) {
 	return out, nil
 }
 
+// Prepare adds the clsact qdisc the gate hangs on to every interface but
+// lo that lacks it. Adding a qdisc deactivates the interface for a moment,
+// dropping the packets it sends meanwhile (a handshake's SYN-ACK, a
+// response); done when the daemon starts, before the edge announces, the
+// drain only adds a filter, which does not. A hand-over restart finds the
+// qdiscs in place and adds none.
+func Prepare() ([]string, error) {
+	var added []string
+	err := eachLink(func(l netlink.Link) error {
+		ok, err := clsact(l)
+		if ok {
+			added = append(added, l.Attrs().Name)
+		}
+		return err
+	})
+	return added, err
+}
+
 // Close installs the gate for addrs on the ingress of every interface but
 // lo (the daemon's own probes and local clients use lo, and no router
 // moves their flows). Every interface rather than those towards the
@@ -199,41 +217,56 @@ func Close(addrs []netip.Addr) (links []string, err error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := netlink.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
-	}
-	for _, l := range all {
-		a := l.Attrs()
-		if a.Flags&net.FlagLoopback != 0 {
-			continue
+	err = eachLink(func(l netlink.Link) error {
+		if _, err := clsact(l); err != nil {
+			return err
 		}
-		if err := clsact(l); err != nil {
-			return links, fmt.Errorf("%s: clsact: %w", a.Name, err)
+		if err := addFilter(l.Attrs().Index, prog); err != nil {
+			return fmt.Errorf("filter: %w", err)
 		}
-		if err := addFilter(a.Index, prog); err != nil {
-			return links, fmt.Errorf("%s: filter: %w", a.Name, err)
-		}
-		links = append(links, a.Name)
-	}
-	return links, nil
+		links = append(links, l.Attrs().Name)
+		return nil
+	})
+	return links, err
 }
 
-// clsact adds the clsact qdisc unless the link has it.
-func clsact(l netlink.Link) error {
+// eachLink runs fn on every interface but lo.
+func eachLink(fn func(netlink.Link) error) error {
+	all, err := netlink.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	for _, l := range all {
+		if l.Attrs().Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		if err := fn(l); err != nil {
+			return fmt.Errorf("%s: %w", l.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+// clsact adds the clsact qdisc unless the link has it, and says whether it
+// did.
+func clsact(l netlink.Link) (bool, error) {
 	qs, err := netlink.QdiscList(l)
 	if err != nil {
-		return err
+		return false, fmt.Errorf("qdiscs: %w", err)
 	}
 	for _, q := range qs {
 		if q.Type() == "clsact" {
-			return nil
+			return false, nil
 		}
 	}
-	return netlink.QdiscAdd(&netlink.GenericQdisc{
+	err = netlink.QdiscAdd(&netlink.GenericQdisc{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
 		QdiscType:  "clsact",
 	})
+	if err != nil {
+		return false, fmt.Errorf("add clsact: %w", err)
+	}
+	return true, nil
 }
 
 // addFilter attaches the classic program. netlink.BpfFilter takes only an

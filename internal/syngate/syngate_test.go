@@ -143,6 +143,19 @@ func TestGate(t *testing.T) {
 		before = append(before, c)
 	}
 
+	// The qdisc goes in at start; a second start (a hand-over) adds none.
+	for i, want := range [][]string{{l.link.Name}, nil} {
+		var added []string
+		if err := l.edge.Do(func() (err error) {
+			added, err = syngate.Prepare()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(added, want) {
+			t.Fatalf("start %d added clsact to %v, want %v", i, added, want)
+		}
+	}
 	var links []string
 	if err := l.edge.Do(func() (err error) {
 		links, err = syngate.Close([]netip.Addr{announce4, announce6})
