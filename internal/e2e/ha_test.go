@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/perimeter-ingress/perimeter/internal/syngate"
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
@@ -353,6 +354,8 @@ func TestHAFailures(t *testing.T) {
 		t.Fatalf("without graceful restart the router should drop a crashed edge when its session closes, took %s", plain.withdrawn)
 	}
 
+	haKillWhileDraining(t, l)
+
 	frozen := haFreeze(t, l)
 	t.Logf("freeze: withdrawn %s after SIGSTOP (hold time %s)", frozen, haHoldTime)
 	if frozen > haHoldTime+time.Second {
@@ -365,6 +368,62 @@ func TestHAFailures(t *testing.T) {
 	for _, ed := range l.edges {
 		testenv.Eventually(t, 20*time.Second, func() error { return ed.serves("after.example") })
 	}
+}
+
+// haKillWhileDraining kills edge 0's daemon and HAProxy while it drains,
+// its SYN gate closed: the next daemon opens the gate it left, announces,
+// and takes flows again.
+func haKillWhileDraining(t testing.TB, l *haLab) {
+	ed0 := l.edges[0]
+	logBefore := len(ed0.d.out.String())
+	ed0.signal(syscall.SIGTERM)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(ed0.d.out.String()[logBefore:], "SYN gate closed") {
+			return fmt.Errorf("edge 0 has not closed its SYN gate")
+		}
+		return nil
+	})
+	ed0.signal(syscall.SIGKILL)
+	for _, pid := range haproxyPIDs(ed0.runtimeDir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	ed0.waitExit(10 * time.Second)
+	left := ed0.gateClosed(t)
+	if len(left) == 0 {
+		t.Fatalf("no SYN gate left by the daemon killed while draining:\n%s", tail(ed0.d.out.String(), 20))
+	}
+	start := time.Now()
+	ed0.start()
+	ready := time.Since(start)
+	if closed := ed0.gateClosed(t); len(closed) > 0 {
+		t.Fatalf("the SYN gate a killed daemon left is still closed on %v", closed)
+	}
+	if !strings.Contains(ed0.d.out.String(), "SYN gate left by an earlier run opened") {
+		t.Fatalf("the next daemon did not say it opened the gate:\n%s", tail(ed0.d.out.String(), 40))
+	}
+	l.waitNextHops(60*time.Second, l.edges...)
+	t.Logf("killed while draining: gate left closed on %v; the next daemon opened it, was ready after %s, routed again after %s",
+		left, ready.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	before := ed0.requests()
+	load := l.startLoad(haHost, haFresh, 0)
+	load.waitSent(t, 300)
+	load.finish()
+	if ed0.requests() <= before {
+		t.Fatalf("edge 0 takes no flow after the killed drain")
+	}
+}
+
+// gateClosed lists the edge's interfaces whose SYN gate is closed.
+func (ed *haEdge) gateClosed(t testing.TB) []string {
+	t.Helper()
+	var closed []string
+	if err := ed.ns.Do(func() (err error) {
+		closed, err = syngate.Closed()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return closed
 }
 
 // haKillHAProxy kills the edge's HAProxy (master and workers): the daemon

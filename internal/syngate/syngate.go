@@ -306,12 +306,31 @@ func sockFilters(prog []bpf.RawInstruction) []byte {
 // died while draining left) and returns the interfaces it opened. The
 // clsact qdisc stays: other filters may use it, and empty it costs nothing.
 func Open() ([]string, error) {
-	all, err := netlink.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
-	}
 	var opened []string
 	var errs []error
+	err := eachGate(func(l netlink.Link, f netlink.Filter) {
+		if err := netlink.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("%s: %w", l.Attrs().Name, err))
+			return
+		}
+		opened = append(opened, l.Attrs().Name)
+	})
+	return opened, errors.Join(append(errs, err)...)
+}
+
+// Closed lists the interfaces on which the gate is closed.
+func Closed() ([]string, error) {
+	var closed []string
+	err := eachGate(func(l netlink.Link, _ netlink.Filter) { closed = append(closed, l.Attrs().Name) })
+	return closed, err
+}
+
+// eachGate runs fn on each of our filters.
+func eachGate(fn func(netlink.Link, netlink.Filter)) error {
+	all, err := netlink.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
 	for _, l := range all {
 		fs, err := netlink.FilterList(l, netlink.HANDLE_MIN_INGRESS)
 		if err != nil {
@@ -320,13 +339,9 @@ func Open() ([]string, error) {
 		}
 		for _, f := range fs {
 			if a := f.Attrs(); f.Type() == "bpf" && a.Handle == handle && a.Priority == priority {
-				if err := netlink.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
-					errs = append(errs, fmt.Errorf("%s: %w", l.Attrs().Name, err))
-					continue
-				}
-				opened = append(opened, l.Attrs().Name)
+				fn(l, f)
 			}
 		}
 	}
-	return opened, errors.Join(errs...)
+	return nil
 }

@@ -166,6 +166,9 @@ func TestGate(t *testing.T) {
 	if !slices.Equal(links, []string{l.link.Name}) {
 		t.Fatalf("gated %v, want only %s (not lo)", links, l.link.Name)
 	}
+	if closed := closedLinks(t, l.edge); !slices.Equal(closed, links) {
+		t.Fatalf("the gate reads closed on %v, want %v", closed, links)
+	}
 
 	for _, a := range []netip.Addr{announce4, announce6} {
 		start := time.Now()
@@ -262,7 +265,7 @@ func TestGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fs) != 0 {
+	if len(fs) != 0 || len(closedLinks(t, l.edge)) != 0 {
 		t.Fatalf("filters left after the gate opened: %v", fs)
 	}
 	for _, a := range []netip.Addr{announce4, announce6} {
@@ -272,4 +275,16 @@ func TestGate(t *testing.T) {
 		}
 		c.Close()
 	}
+}
+
+func closedLinks(t *testing.T, ns *testenv.Netns) []string {
+	t.Helper()
+	var closed []string
+	if err := ns.Do(func() (err error) {
+		closed, err = syngate.Closed()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return closed
 }
