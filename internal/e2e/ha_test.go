@@ -285,6 +285,10 @@ func haRestartEach(t testing.TB, l *haLab, edges []*haEdge, sig syscall.Signal) 
 		if sig == syscall.SIGUSR1 && ed.d.exitErr != nil {
 			t.Fatalf("edge %d hand-over exit: %v", ed.i, ed.d.exitErr)
 		}
+		// A hand-over keeps taking new connections.
+		if sig == syscall.SIGUSR1 && (strings.Contains(ed.d.out.String(), "SYN gate closed") || len(ed.gateClosed(t)) > 0) {
+			t.Fatalf("edge %d closed its SYN gate on a hand-over restart", ed.i)
+		}
 		ed.start()
 		testenv.Eventually(t, 30*time.Second, func() error {
 			st, err := ed.upstream()
