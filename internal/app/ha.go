@@ -286,11 +286,14 @@ var _ drainer = (*haproxy.Driver)(nil)
 func (g *gate) drain(d time.Duration, drv drainer, log *slog.Logger) {
 	g.draining.Store(true)
 	start := time.Now()
-	if links, err := g.closeSYN(g.addrs); err != nil {
-		log.Warn("SYN gate not closed: connections opened while the routers move the flows may be reset", "err", err)
-	} else {
-		log.Info("SYN gate closed: new connections to the ingress addresses wait for another edge", "links", links)
-		g.waitConnections(d, drv, log)
+	// --shutdown-drain=0 asks for the stop at once.
+	if d > 0 {
+		if links, err := g.closeSYN(g.addrs); err != nil {
+			log.Warn("SYN gate not closed: connections opened while the routers move the flows may be reset", "err", err)
+		} else {
+			log.Info("SYN gate closed: new connections to the ingress addresses wait for another edge", "links", links)
+			g.waitConnections(d, drv, log)
+		}
 	}
 	g.up.Set(false, bgp.ReasonDraining, "stopping: HAProxy serves the flows still arriving until --shutdown-drain ends")
 	log.Info("draining: addresses withdrawn, HAProxy keeps serving", "for", d, "since_stop", time.Since(start).Round(time.Millisecond))

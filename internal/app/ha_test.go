@@ -147,10 +147,16 @@ func TestDrainWithoutGate(t *testing.T) {
 		return nil, nil
 	}
 	d := &fakeDrainer{}
-	g.drain(0, d, discardLog())
+	g.drain(time.Millisecond, d, discardLog())
 	if st := up.Status(); st.Announced || st.Reason != bgp.ReasonDraining || d.calls != 0 {
 		t.Fatalf("status %+v, %d HAProxy drains", st, d.calls)
 	}
+	// --shutdown-drain=0: no gate, no wait.
+	g.closeSYN = func([]netip.Addr) ([]string, error) {
+		t.Fatal("the SYN gate closed with --shutdown-drain=0")
+		return nil, nil
+	}
+	g.drain(0, d, discardLog())
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
