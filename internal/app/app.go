@@ -27,6 +27,7 @@ import (
 	"github.com/perimeter-ingress/perimeter/internal/kube"
 	"github.com/perimeter-ingress/perimeter/internal/metrics"
 	"github.com/perimeter-ingress/perimeter/internal/model"
+	"github.com/perimeter-ingress/perimeter/internal/syngate"
 	"github.com/perimeter-ingress/perimeter/internal/systemd"
 )
 
@@ -49,6 +50,7 @@ func ModelOptions(c *config.Config) model.Options {
 		DisableExternalName:      c.DisableServiceExternalName,
 		GatewayController:        c.GatewayController,
 		GatewayHTTPPort:          gatewayHTTPPort(c),
+		GatewayHTTPSPort:         gatewayHTTPSPort(c),
 	}
 }
 
@@ -59,6 +61,15 @@ func gatewayHTTPPort(c *config.Config) int {
 		return 0
 	}
 	return c.HTTPBindPort
+}
+
+// gatewayHTTPSPort is the port HTTPS and TLS listeners must name: the https
+// frontend's, -1 when HTTPS is disabled and nothing serves them.
+func gatewayHTTPSPort(c *config.Config) int {
+	if c.DisableHTTPS {
+		return -1
+	}
+	return c.HTTPSBindPort
 }
 
 // localAddresses are the edge host's own addresses, read when the options
@@ -260,10 +271,28 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	// The ingress addresses (ha.md): on lo before HAProxy binds them; the
 	// upstream speaker stops after HAProxy, the addresses go last.
 	if len(upCfg.Addresses) > 0 {
+		// A daemon that died while draining left its gate closed. The
+		// qdiscs the gate needs go in now, while adding them costs no
+		// flow (syngate.Prepare).
+		if opened, err := syngate.Open(); err != nil {
+			log.Warn("SYN gate left by an earlier run", "err", err)
+		} else if len(opened) > 0 {
+			log.Info("SYN gate left by an earlier run opened", "links", opened)
+		}
+		if added, err := syngate.Prepare(); err != nil {
+			log.Warn("SYN gate: clsact qdisc not added; a stop will lose the connections opened while it drains", "err", err)
+		} else if len(added) > 0 {
+			log.Info("SYN gate: clsact qdisc added", "links", added)
+		}
 		if err := addLoopback(upCfg.Addresses, log); err != nil {
 			return err
 		}
 		defer func() {
+			if opened, err := syngate.Open(); err != nil {
+				log.Error("SYN gate not opened", "err", err)
+			} else if len(opened) > 0 {
+				log.Info("SYN gate opened", "links", opened)
+			}
 			if !handingOver.Load() {
 				removeLoopback(upCfg.Addresses, log)
 			}
@@ -328,8 +357,9 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 			log.Error("haproxy stop", "err", err)
 		}
 	}()
-	// On a stop the addresses are withdrawn first, and HAProxy keeps
-	// serving for --shutdown-drain while the routers move the flows.
+	// On a stop the edge stops taking new connections, the addresses are
+	// withdrawn once the ones it has are closed, and HAProxy keeps serving
+	// for --shutdown-drain while the routers move the flows (gate.drain).
 	var g *gate
 	gateDone := make(chan struct{})
 	gctx, gateCancel := context.WithCancel(ctx)
@@ -340,7 +370,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 		}
 		<-gateDone
 		if !handingOver.Load() {
-			g.drain(c.BGP.ShutdownDrain, log)
+			g.drain(c.BGP.ShutdownDrain, drv, log)
 		}
 	}()
 	select {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/perimeter-ingress/perimeter/internal/bgp"
 	"github.com/perimeter-ingress/perimeter/internal/config"
 	"github.com/perimeter-ingress/perimeter/internal/haproxy"
+	"github.com/perimeter-ingress/perimeter/internal/syngate"
 )
 
 // AnnounceAddresses parses --announce-address.
@@ -194,7 +196,12 @@ type gate struct {
 	ready    *atomic.Bool
 	alive    func() bool
 	probes   []string // address:port to connect to
+	addrs    []netip.Addr
 	draining atomic.Bool
+	// The SYN gate and the kernel's connection list (syngate), replaced
+	// in unit tests, which must not gate the host's interfaces.
+	closeSYN    func([]netip.Addr) ([]string, error)
+	connections func([]netip.Addr) ([]syngate.Conn, error)
 }
 
 func newGate(up *bgp.Upstream, drv haproxyState, ready *atomic.Bool, alive func() bool, c *config.Config, addrs []netip.Prefix) *gate {
@@ -202,8 +209,9 @@ func newGate(up *bgp.Upstream, drv haproxyState, ready *atomic.Bool, alive func(
 	if c.DisableHTTP {
 		port = httpsPort(c)
 	}
-	g := &gate{up: up, drv: drv, ready: ready, alive: alive}
+	g := &gate{up: up, drv: drv, ready: ready, alive: alive, closeSYN: syngate.Close, connections: syngate.Connections}
 	for _, a := range addrs {
+		g.addrs = append(g.addrs, a.Addr())
 		g.probes = append(g.probes, net.JoinHostPort(a.Addr().String(), strconv.Itoa(port)))
 	}
 	return g
@@ -260,13 +268,95 @@ func (g *gate) run(ctx context.Context) {
 // of the routers' own reaction).
 const gateInterval = 100 * time.Millisecond
 
-// drain withdraws the addresses for good and waits d for the routers to
-// move the flows while HAProxy keeps serving.
-func (g *gate) drain(d time.Duration, log *slog.Logger) {
+// drainer is what the drain needs of the driver.
+type drainer interface {
+	Drain(context.Context) error
+}
+
+var _ drainer = (*haproxy.Driver)(nil)
+
+// drain takes this edge out of the ingress for good, losing no request
+// (docs/ha.md, "Stop, drain, hand-over"): the SYN gate drops new
+// connections to the addresses, so none starts here that the routers
+// could move mid-exchange; HAProxy winds its connections down; the
+// addresses are withdrawn once none is left (or after d); then HAProxy
+// keeps running for d while the routers move the flows, and the client
+// kernels' retransmitted SYNs reach the other edges. Without the gate it
+// withdraws at once and serves for d, as the routers' rehash allows.
+func (g *gate) drain(d time.Duration, drv drainer, log *slog.Logger) {
 	g.draining.Store(true)
-	g.up.Set(false, bgp.ReasonDraining, "stopping: HAProxy serves the flows still arriving until --shutdown-drain ends")
+	start := time.Now()
+	// --shutdown-drain=0 asks for the stop at once.
 	if d > 0 {
-		log.Info("draining: addresses withdrawn, HAProxy keeps serving", "for", d)
+		if links, err := g.closeSYN(g.addrs); err != nil {
+			log.Warn("SYN gate not closed: connections opened while the routers move the flows may be reset", "err", err)
+		} else {
+			log.Info("SYN gate closed: new connections to the ingress addresses wait for another edge", "links", links)
+			g.waitConnections(d, drv, log)
+		}
+	}
+	g.up.Set(false, bgp.ReasonDraining, "stopping: HAProxy serves the flows still arriving until --shutdown-drain ends")
+	log.Info("draining: addresses withdrawn, HAProxy keeps serving", "for", d, "since_stop", time.Since(start).Round(time.Millisecond))
+	if d > 0 {
 		time.Sleep(d)
 	}
 }
+
+// waitConnections has HAProxy wind its connections down and waits, at
+// most limit, until the kernel has none in progress to the addresses.
+func (g *gate) waitConnections(limit time.Duration, drv drainer, log *slog.Logger) {
+	deadline := time.Now().Add(limit)
+	last := -1
+	conns := func() []syngate.Conn {
+		c, err := g.connections(g.addrs)
+		if err != nil {
+			log.Warn("listing connections", "err", err)
+		}
+		if len(c) != last {
+			last = len(c)
+			log.Debug("draining: connections in progress", "count", len(c), "first", c[:min(len(c), 5)])
+		}
+		return c
+	}
+	// A handshake that passed before the gate closed completes within a
+	// round trip; let it, so that the new worker does not inherit it.
+	for end := time.Now().Add(handshakeWait); time.Now().Before(end); time.Sleep(drainPoll) {
+		if !slices.ContainsFunc(conns(), func(c syngate.Conn) bool { return c.State == "syn-recv" }) {
+			break
+		}
+	}
+	windDown := func() {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		if err := drv.Drain(ctx); err != nil {
+			log.Warn("HAProxy did not reload to close its connections", "err", err)
+		}
+	}
+	windDown()
+	again := time.Now().Add(limit / 4)
+	for {
+		left := conns()
+		if len(left) == 0 {
+			log.Info("no connection left on this edge")
+			return
+		}
+		now := time.Now()
+		if now.After(deadline) {
+			log.Warn("withdrawing with connections still open: --shutdown-drain ran out", "count", len(left), "first", left[:min(len(left), 5)])
+			return
+		}
+		if !again.IsZero() && now.After(again) {
+			// A connection accepted by the new worker from the listen
+			// queue: one more reload closes it too.
+			again = time.Time{}
+			log.Info("connections left after the first reload, reloading again", "count", len(left))
+			windDown()
+		}
+		time.Sleep(drainPoll)
+	}
+}
+
+const (
+	handshakeWait = 100 * time.Millisecond
+	drainPoll     = 10 * time.Millisecond
+)

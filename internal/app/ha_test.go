@@ -1,10 +1,14 @@
 package app
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/perimeter-ingress/perimeter/internal/bgp"
 	"github.com/perimeter-ingress/perimeter/internal/config"
+	"github.com/perimeter-ingress/perimeter/internal/syngate"
 )
 
 type fakeHAProxy struct{ running, adopted bool }
@@ -72,7 +77,29 @@ func TestGate(t *testing.T) {
 	}
 	defer ln.Close()
 	expect("serving")
-	g.drain(0, discardLog())
+	// The drain: the SYN gate closes, HAProxy winds its connections down,
+	// and the addresses are withdrawn once none is left.
+	var order []string
+	open := 2
+	g.closeSYN = func(a []netip.Addr) ([]string, error) {
+		order = append(order, "gate "+a[0].String())
+		return []string{"eth0"}, nil
+	}
+	g.connections = func([]netip.Addr) ([]syngate.Conn, error) {
+		if up.Status().Announced {
+			order = append(order, fmt.Sprintf("announced with %d connections", open))
+		}
+		if open > 0 {
+			open--
+			return []syngate.Conn{{State: "established"}}, nil
+		}
+		return nil, nil
+	}
+	d := &fakeDrainer{}
+	g.drain(time.Second, d, discardLog())
+	if d.calls != 1 || open != 0 || !slices.Equal(order, []string{"gate 127.0.0.1", "announced with 2 connections", "announced with 1 connections", "announced with 0 connections"}) {
+		t.Fatalf("drain: %d HAProxy drains, %d connections left, steps %q", d.calls, open, order)
+	}
 	expect(bgp.ReasonDraining)
 	if st := up.Status(); st.Transitions != 4 || time.Since(st.Since) > time.Minute {
 		t.Fatalf("status %+v", st)
@@ -99,6 +126,37 @@ func TestUpstreamConfigFlags(t *testing.T) {
 	if _, err := UpstreamConfig(c); err == nil {
 		t.Fatal("a /24 accepted as an announce address")
 	}
+}
+
+type fakeDrainer struct{ calls int }
+
+func (f *fakeDrainer) Drain(context.Context) error { f.calls++; return nil }
+
+// TestDrainWithoutGate: when the SYN gate cannot be closed, the addresses
+// are withdrawn at once, as without one.
+func TestDrainWithoutGate(t *testing.T) {
+	up, err := bgp.NewUpstream(bgp.UpstreamConfig{LocalAS: 64601, RouterID: netip.MustParseAddr("127.0.0.1"),
+		Addresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGate(up, &fakeHAProxy{running: true}, &atomic.Bool{}, func() bool { return true }, &config.Config{}, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
+	g.closeSYN = func([]netip.Addr) ([]string, error) { return nil, errors.New("no clsact") }
+	g.connections = func([]netip.Addr) ([]syngate.Conn, error) {
+		t.Fatal("connections waited for without a gate")
+		return nil, nil
+	}
+	d := &fakeDrainer{}
+	g.drain(time.Millisecond, d, discardLog())
+	if st := up.Status(); st.Announced || st.Reason != bgp.ReasonDraining || d.calls != 0 {
+		t.Fatalf("status %+v, %d HAProxy drains", st, d.calls)
+	}
+	// --shutdown-drain=0: no gate, no wait.
+	g.closeSYN = func([]netip.Addr) ([]string, error) {
+		t.Fatal("the SYN gate closed with --shutdown-drain=0")
+		return nil, nil
+	}
+	g.drain(0, d, discardLog())
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -259,7 +259,7 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.BGP.UpstreamMED, "bgp-upstream-med", "", "MED attached to the announce addresses (default: none)")
 	fs.DurationVar(&c.BGP.UpstreamHoldTime, "bgp-upstream-hold-time", 9*time.Second, "hold time proposed to upstream peers: how long a frozen edge keeps its flows")
 	fs.DurationVar(&c.BGP.UpstreamRestartTime, "bgp-upstream-restart-time", 15*time.Second, "graceful-restart time announced to upstream peers (a hand-over restart keeps the address routed); 0 disables graceful restart")
-	fs.DurationVar(&c.BGP.ShutdownDrain, "shutdown-drain", 5*time.Second, "on stop, how long HAProxy keeps serving after the announce addresses are withdrawn")
+	fs.DurationVar(&c.BGP.ShutdownDrain, "shutdown-drain", 5*time.Second, "on stop, how long to wait at most for the connections to the announce addresses to close before they are withdrawn, and then how long HAProxy keeps serving while the routers move the flows")
 	c.compatFlagSet(fs)
 	return fs
 }

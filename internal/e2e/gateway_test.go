@@ -109,7 +109,7 @@ func TestGatewayHTTPRoute(t *testing.T) {
 	e.service("web", nil, web...)
 	e.service("api", nil, api...)
 	e.ingress("legacy", nil, rule{host: "legacy.example.com", path: "/", service: "web"})
-	d, gw, controller, class := e.gatewayDaemon(gwv1.Listener{Name: "tcp", Protocol: gwv1.TCPProtocolType, Port: 9000})
+	d, gw, controller, class := e.gatewayDaemon(gwv1.Listener{Name: "udp", Protocol: gwv1.UDPProtocolType, Port: 9000})
 	ctx := context.Background()
 	route := func(name string, hosts []string, rules ...gwv1.HTTPRouteRule) *gwv1.HTTPRoute {
 		r := &gwv1.HTTPRoute{
@@ -192,15 +192,15 @@ func TestGatewayHTTPRoute(t *testing.T) {
 		if len(g.Status.Listeners) != 2 {
 			return fmt.Errorf("Gateway: %d listener statuses, want 2", len(g.Status.Listeners))
 		}
-		http, tcp := g.Status.Listeners[0], g.Status.Listeners[1]
+		http, udp := g.Status.Listeners[0], g.Status.Listeners[1]
 		if http.AttachedRoutes != 2 {
 			return fmt.Errorf("listener http: attachedRoutes %d, want 2", http.AttachedRoutes)
 		}
 		if err := hasCondition(http.Conditions, "Programmed", "True", "Programmed"); err != nil {
 			return fmt.Errorf("listener http: %w", err)
 		}
-		if err := hasCondition(tcp.Conditions, "Accepted", "False", "UnsupportedProtocol"); err != nil {
-			return fmt.Errorf("listener tcp: %w", err)
+		if err := hasCondition(udp.Conditions, "Accepted", "False", "UnsupportedProtocol"); err != nil {
+			return fmt.Errorf("listener udp: %w", err)
 		}
 		for _, name := range []string{"shop", "late"} {
 			r, err := routes.Get(ctx, name, metav1.GetOptions{})
@@ -328,16 +328,8 @@ func (e *env) gatewayDaemon(extra ...gwv1.Listener) (d *daemon, gw gwclient.Inte
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	controller = "perimeter.io/e2e-" + e.ns
-	class = "perimeter-" + e.ns
+	controller, class = e.gatewayClass(gw)
 	d = e.startDaemon("--gateway-controller=" + controller)
-	if _, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gw.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
 	hostname := gwv1.Hostname("*.example.com")
 	if _, err := gw.GatewayV1().Gateways(e.ns).Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: e.ns},
@@ -351,6 +343,24 @@ func (e *env) gatewayDaemon(extra ...gwv1.Listener) (d *daemon, gw gwclient.Inte
 		t.Fatal(err)
 	}
 	return d, gw, controller, class
+}
+
+// gatewayClass creates a GatewayClass for a controller name of the test's
+// own, which the test's daemon serves with --gateway-controller.
+func (e *env) gatewayClass(gw gwclient.Interface) (controller, class string) {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+	controller = "perimeter.io/e2e-" + e.ns
+	class = "perimeter-" + e.ns
+	if _, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.GatewayV1().GatewayClasses().Delete(ctx, class, metav1.DeleteOptions{}) })
+	return controller, class
 }
 
 // share polls until the share of 400 requests to host that pod answers

@@ -7,17 +7,19 @@ import (
 
 // BenchmarkHAFailover prints what each failure of one of two edges costs a
 // client sending through the router (docs/ha.md quotes these figures):
-// graceful stop (requests failed away from a route change, and reset at
-// the router's rehash), rolling hand-over restart, HAProxy killed, crash
+// graceful stop (requests failed during the stop, which must be none, and
+// when the edge comes back; connects the SYN gate delayed), rolling hand-over restart, HAProxy killed, crash
 // with and without graceful restart, freeze.
 func BenchmarkHAFailover(b *testing.B) {
 	l := haSetup(b)
 	for i := 0; i < b.N; i++ {
-		rehashed, failed, sent, withdrawn := haGraceful(b, l)
-		b.ReportMetric(float64(failed), "graceful-failed")
-		b.ReportMetric(float64(rehashed), "graceful-reset-at-rehash")
-		b.ReportMetric(ms(withdrawn), "graceful-withdraw-ms")
-		b.Logf("graceful: %d requests, %d failed, %d reset at a rehash, withdrawn %s after SIGTERM", sent, failed, rehashed, withdrawn)
+		g := haGraceful(b, l)
+		b.ReportMetric(float64(g.stopFailed), "graceful-failed")
+		b.ReportMetric(float64(g.returnFailed), "graceful-return-failed")
+		b.ReportMetric(ms(g.withdrawn), "graceful-withdraw-ms")
+		b.ReportMetric(float64(g.delayed), "graceful-delayed-connects")
+		b.ReportMetric(ms(g.slowest), "graceful-slowest-ms")
+		b.Log(g)
 
 		rfailed, rsent, gaps := haRolling(b, l)
 		b.ReportMetric(float64(rfailed), "handover-failed")

@@ -178,10 +178,10 @@ func TestHAWithFRR(t *testing.T) {
 			t.Errorf("edge %d took no flow behind FRR", i)
 		}
 	}
-	rehashed, failed, sent, took := haGraceful(t, l)
-	t.Logf("FRR, graceful stop: %d requests, %d failed outside the rehash, %d reset at a rehash; withdrawn %s after SIGTERM", sent, failed, rehashed, took)
-	if failed > 0 || rehashed > 2*haClients {
-		t.Fatalf("graceful stop behind FRR: %d failed, %d reset", failed, rehashed)
+	g := haGraceful(t, l)
+	t.Logf("FRR, %s", g)
+	if g.stopFailed > 0 || g.returnFailed > haClients {
+		t.Fatalf("graceful stop behind FRR: %d failed during the stop, %d when the edge came back: %v", g.stopFailed, g.returnFailed, g.errs)
 	}
 	rf, rs, gaps := haRolling(t, l)
 	t.Logf("FRR, rolling hand-over: %d requests, %d failed", rs, rf)

@@ -550,8 +550,47 @@ type clientLoad struct {
 	mu           sync.Mutex
 	errs         []string
 	failedAt     []time.Time
-	stop         chan struct{}
-	wg           sync.WaitGroup
+	// slow are the requests that took longer than slowAfter: those
+	// whose SYN a draining edge's gate dropped wait for its retransmission.
+	slow []slowRequest
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type slowRequest struct {
+	at   time.Time
+	took time.Duration
+}
+
+// slowAfter is well above a request's time here (milliseconds) and
+// below the 1 s a client kernel waits before it sends a SYN again.
+const slowAfter = 500 * time.Millisecond
+
+// failuresBetween counts the failed requests that ended in [from, to).
+func (cl *clientLoad) failuresBetween(from, to time.Time) int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	n := 0
+	for _, at := range cl.failedAt {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// slowBetween returns how many requests started in [from, to) were slow,
+// and the slowest.
+func (cl *clientLoad) slowBetween(from, to time.Time) (n int, slowest time.Duration) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for _, r := range cl.slow {
+		if !r.at.Before(from) && r.at.Before(to) {
+			n++
+			slowest = max(slowest, r.took)
+		}
+	}
+	return n, slowest
 }
 
 func (l *haLab) startLoad(host string, fresh, keepAlive int) *clientLoad {
@@ -567,6 +606,7 @@ func (l *haLab) startLoad(host string, fresh, keepAlive int) *clientLoad {
 			req, _ := http.NewRequest(http.MethodGet, "http://"+haAnnounce+"/", nil)
 			req.Host = host
 			cl.sent.Add(1)
+			began := time.Now()
 			resp, err := c.Do(req)
 			var why string
 			if err != nil {
@@ -577,6 +617,11 @@ func (l *haLab) startLoad(host string, fresh, keepAlive int) *clientLoad {
 				if resp.StatusCode != http.StatusOK {
 					why = resp.Status
 				}
+			}
+			if took := time.Since(began); took > slowAfter {
+				cl.mu.Lock()
+				cl.slow = append(cl.slow, slowRequest{began, took})
+				cl.mu.Unlock()
 			}
 			if why != "" {
 				cl.failed.Add(1)
@@ -653,30 +698,4 @@ func (ed *haEdge) serves(host string) error {
 		return fmt.Errorf("edge %d: %s: %s", ed.i, host, resp.Status)
 	}
 	return nil
-}
-
-// rehashWindow is how close to a change of the router's next hops a failed
-// request must be to count as in flight when the router moved its flow.
-const rehashWindow = 100 * time.Millisecond
-
-// outsideRehash returns the failures not explained by a route change: a
-// connection whose packets the router sends to another edge mid-exchange
-// is reset there, which no edge can prevent (stateless ECMP).
-func (cl *clientLoad) outsideRehash(changes []routeChange) (explained int, unexplained []time.Time) {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	for _, at := range cl.failedAt {
-		near := false
-		for _, c := range changes[min(1, len(changes)):] {
-			if d := at.Sub(c.at); d > -rehashWindow && d < rehashWindow {
-				near = true
-			}
-		}
-		if near {
-			explained++
-		} else {
-			unexplained = append(unexplained, at)
-		}
-	}
-	return explained, unexplained
 }

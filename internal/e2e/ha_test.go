@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/perimeter-ingress/perimeter/internal/syngate"
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
@@ -111,23 +112,26 @@ func TestHAEdgesShareTheAddress(t *testing.T) {
 	}
 }
 
-// TestHAGracefulStopAndHandOver: a stop under load withdraws first and
-// drains (no request fails); the edge comes back and takes flows again; a
-// rolling hand-over restart of both edges keeps the address routed to both
-// the whole time (read from the router's kernel and from BIRD) and fails no
-// request.
+// TestHAGracefulStopAndHandOver: a stop under load closes the SYN gate,
+// lets the connections finish, withdraws and drains: no request fails,
+// keep-alive or new, from SIGTERM until HAProxy has stopped; the edge comes
+// back and takes flows again; a rolling hand-over restart of both edges
+// keeps the address routed to both the whole time (read from the router's
+// kernel and from BIRD) and fails no request.
 func TestHAGracefulStopAndHandOver(t *testing.T) {
 	l := haSetup(t)
 	ed0, ed1 := l.edges[0], l.edges[1]
 
-	rehashed, failed, sent, took := haGraceful(t, l)
-	t.Logf("graceful stop under load: %d requests, %d failed outside the router's rehash, %d reset in flight at a rehash; withdrawn %s after SIGTERM",
-		sent, failed, rehashed, took)
-	if failed > 0 {
-		t.Fatalf("%d of %d requests failed across a graceful stop, away from any route change", failed, sent)
+	g := haGraceful(t, l)
+	t.Log(g)
+	if g.stopFailed > 0 {
+		t.Fatalf("%d requests failed across a graceful stop (SIGTERM until the edge's HAProxy stopped and it started again): %v", g.stopFailed, g.errs)
 	}
-	if rehashed > 2*haClients {
-		t.Fatalf("%d requests reset at the two route changes, more than the %d in flight", rehashed, 2*haClients)
+	if g.returnFailed > haClients {
+		t.Fatalf("%d requests failed when the edge came back, more than the %d in flight at the rehash: %v", g.returnFailed, haClients, g.errs)
+	}
+	if g.delayed > 0 && (g.slowest < 900*time.Millisecond || g.slowest > 4*time.Second) {
+		t.Fatalf("the slowest request of the drain took %s: want about a SYN retransmission (1 s, or 3 s for a second one)", g.slowest)
 	}
 	before := ed0.requests()
 	load := l.startLoad(haHost, 4, 0)
@@ -164,42 +168,79 @@ func TestHAGracefulStopAndHandOver(t *testing.T) {
 	}
 }
 
-// haGraceful stops edge 0 with SIGTERM under load, then starts it again.
-// Failures are split: at the two instants the router rehashes (withdraw,
-// re-announce) a request in flight on a moved flow is reset by the other
-// edge; any other failure is the daemon's fault.
-func haGraceful(t testing.TB, l *haLab) (rehashed, failed int, sent int64, withdrawn time.Duration) {
+// gracefulFigures is what a graceful stop of one edge, and its return,
+// cost the client.
+type gracefulFigures struct {
+	sent int64
+	// stopFailed: failed from the load's start through SIGTERM, the
+	// withdrawal, HAProxy's stop, until the edge starts again.
+	stopFailed int
+	// returnFailed: failed after the edge started again, when the router
+	// rehashes onto it (flows that move there are reset by it).
+	returnFailed int
+	// withdrawn and stopped: from SIGTERM to the router dropping the edge,
+	// and to the daemon's exit (HAProxy stopped).
+	withdrawn, stopped time.Duration
+	// delayed requests started during the stop took longer than
+	// slowAfter (a SYN dropped by the gate); slowest is the longest.
+	delayed int
+	slowest time.Duration
+	errs    []string
+}
+
+func (g gracefulFigures) String() string {
+	return fmt.Sprintf("graceful stop under load: %d requests; %d failed from SIGTERM until the edge started again, %d failed when it came back; "+
+		"withdrawn %s after SIGTERM, HAProxy stopped after %s; %d requests delayed by the SYN gate, the slowest %s",
+		g.sent, g.stopFailed, g.returnFailed, g.withdrawn.Round(time.Millisecond), g.stopped.Round(time.Millisecond), g.delayed, g.slowest.Round(time.Millisecond))
+}
+
+// haGraceful stops edge 0 with SIGTERM under load (keep-alive and new
+// connections), then starts it again.
+func haGraceful(t testing.TB, l *haLab) gracefulFigures {
 	ed0, ed1 := l.edges[0], l.edges[1]
+	loadStart := time.Now()
 	load := l.startLoad(haHost, haFresh, haKeepAlive)
 	defer load.finish()
 	load.waitSent(t, 300)
 	w := l.watchRoutes()
 	defer w.finish()
+	var g gracefulFigures
 	start := time.Now()
 	ed0.signal(syscall.SIGTERM)
 	ed0.waitExit(30 * time.Second)
-	stopped := time.Since(start)
-	if stopped < haDrain {
-		t.Fatalf("edge 0 stopped %s after SIGTERM, before the %s drain", stopped, haDrain)
+	exited := time.Now()
+	g.stopped = exited.Sub(start)
+	if g.stopped < haDrain {
+		t.Fatalf("edge 0 stopped %s after SIGTERM, before the %s drain", g.stopped, haDrain)
+	}
+	if pids := haproxyPIDs(ed0.runtimeDir); len(pids) > 0 {
+		t.Fatalf("edge 0's HAProxy still runs after its daemon stopped: %v", pids)
 	}
 	w.mu.Lock()
 	at := firstWithout(w.changes, ed0.addr)
 	w.mu.Unlock()
-	if at.IsZero() || at.Sub(start) > stopped {
+	if at.IsZero() || at.After(exited) {
 		t.Fatalf("edge 0 stopped without being withdrawn first")
 	}
-	withdrawn = at.Sub(start)
+	g.withdrawn = at.Sub(start)
+	out := ed0.d.out.String()
+	gate := strings.Index(out, "SYN gate closed")
+	wd := strings.Index(out, "withdrawing the ingress addresses")
+	if gate < 0 || wd < gate || !strings.Contains(out[gate:], "SYN gate opened") {
+		t.Fatalf("want the SYN gate closed before the withdrawal and opened at the end:\n%s", tail(out, 40))
+	}
 	l.waitNextHops(5*time.Second, ed1)
 	load.waitSent(t, load.sent.Load()+300)
+	restart := time.Now()
+	g.stopFailed = load.failuresBetween(loadStart, restart)
+	g.delayed, g.slowest = load.slowBetween(start, exited)
 	ed0.start()
 	l.waitNextHops(30*time.Second, ed0, ed1)
 	load.waitSent(t, load.sent.Load()+300)
-	sent, _, errs := load.finish()
-	rehashed, other := load.outsideRehash(w.finish())
-	if len(errs) > 0 {
-		t.Logf("failures (first): %v", errs)
-	}
-	return rehashed, len(other), sent, withdrawn
+	var failed int64
+	g.sent, failed, g.errs = load.finish()
+	g.returnFailed = int(failed) - g.stopFailed
+	return g
 }
 
 // haDaemonCrash SIGKILLs edge 0's daemon only and starts it again at once.
@@ -243,6 +284,10 @@ func haRestartEach(t testing.TB, l *haLab, edges []*haEdge, sig syscall.Signal) 
 		ed.waitExit(30 * time.Second)
 		if sig == syscall.SIGUSR1 && ed.d.exitErr != nil {
 			t.Fatalf("edge %d hand-over exit: %v", ed.i, ed.d.exitErr)
+		}
+		// A hand-over keeps taking new connections.
+		if sig == syscall.SIGUSR1 && (strings.Contains(ed.d.out.String(), "SYN gate closed") || len(ed.gateClosed(t)) > 0) {
+			t.Fatalf("edge %d closed its SYN gate on a hand-over restart", ed.i)
 		}
 		ed.start()
 		testenv.Eventually(t, 30*time.Second, func() error {
@@ -313,6 +358,8 @@ func TestHAFailures(t *testing.T) {
 		t.Fatalf("without graceful restart the router should drop a crashed edge when its session closes, took %s", plain.withdrawn)
 	}
 
+	haKillWhileDraining(t, l)
+
 	frozen := haFreeze(t, l)
 	t.Logf("freeze: withdrawn %s after SIGSTOP (hold time %s)", frozen, haHoldTime)
 	if frozen > haHoldTime+time.Second {
@@ -325,6 +372,62 @@ func TestHAFailures(t *testing.T) {
 	for _, ed := range l.edges {
 		testenv.Eventually(t, 20*time.Second, func() error { return ed.serves("after.example") })
 	}
+}
+
+// haKillWhileDraining kills edge 0's daemon and HAProxy while it drains,
+// its SYN gate closed: the next daemon opens the gate it left, announces,
+// and takes flows again.
+func haKillWhileDraining(t testing.TB, l *haLab) {
+	ed0 := l.edges[0]
+	logBefore := len(ed0.d.out.String())
+	ed0.signal(syscall.SIGTERM)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(ed0.d.out.String()[logBefore:], "SYN gate closed") {
+			return fmt.Errorf("edge 0 has not closed its SYN gate")
+		}
+		return nil
+	})
+	ed0.signal(syscall.SIGKILL)
+	for _, pid := range haproxyPIDs(ed0.runtimeDir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	ed0.waitExit(10 * time.Second)
+	left := ed0.gateClosed(t)
+	if len(left) == 0 {
+		t.Fatalf("no SYN gate left by the daemon killed while draining:\n%s", tail(ed0.d.out.String(), 20))
+	}
+	start := time.Now()
+	ed0.start()
+	ready := time.Since(start)
+	if closed := ed0.gateClosed(t); len(closed) > 0 {
+		t.Fatalf("the SYN gate a killed daemon left is still closed on %v", closed)
+	}
+	if !strings.Contains(ed0.d.out.String(), "SYN gate left by an earlier run opened") {
+		t.Fatalf("the next daemon did not say it opened the gate:\n%s", tail(ed0.d.out.String(), 40))
+	}
+	l.waitNextHops(60*time.Second, l.edges...)
+	t.Logf("killed while draining: gate left closed on %v; the next daemon opened it, was ready after %s, routed again after %s",
+		left, ready.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	before := ed0.requests()
+	load := l.startLoad(haHost, haFresh, 0)
+	load.waitSent(t, 300)
+	load.finish()
+	if ed0.requests() <= before {
+		t.Fatalf("edge 0 takes no flow after the killed drain")
+	}
+}
+
+// gateClosed lists the edge's interfaces whose SYN gate is closed.
+func (ed *haEdge) gateClosed(t testing.TB) []string {
+	t.Helper()
+	var closed []string
+	if err := ed.ns.Do(func() (err error) {
+		closed, err = syngate.Closed()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return closed
 }
 
 // haKillHAProxy kills the edge's HAProxy (master and workers): the daemon

@@ -139,6 +139,10 @@ func loadFeature(t *testing.T, path string) (*model.Snapshot, model.Options) {
 			s.HTTPRoutes = append(s.HTTPRoutes, v)
 		case *gwv1.GRPCRoute:
 			s.GRPCRoutes = append(s.GRPCRoutes, v)
+		case *gwv1.TLSRoute:
+			s.TLSRoutes = append(s.TLSRoutes, v)
+		case *gwv1.TCPRoute:
+			s.TCPRoutes = append(s.TCPRoutes, v)
 		case *corev1.ConfigMap:
 			switch v.Name {
 			case "perimeter":

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -678,4 +679,55 @@ func (d *Driver) reloadForTest(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.reload(ctx)
+}
+
+// TestIntegrationDrain: Drain keeps the listeners (a new connection is
+// served) and makes the worker that held a keep-alive connection answer
+// its next request with "Connection: close" and close it.
+func TestIntegrationDrain(t *testing.T) {
+	h := startHAProxy(t, testLogger(t), nil)
+	a := upstream(t, "A")
+	applyOK(t, h.d, routes([]*model.Backend{backendOf("ns_a_80", 1, a)}, nil, map[string]string{"a.test/": "ns_a_80"}))
+	c, err := net.DialTimeout("tcp", h.http4, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	ask := func() *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "A" {
+			t.Fatalf("body %q", body)
+		}
+		return resp
+	}
+	if resp := ask(); resp.Close {
+		t.Fatal("the first response closes the connection: not kept alive")
+	}
+	before := reloads(t, h.d)
+	if err := h.d.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := reloads(t, h.d); n != before+1 {
+		t.Fatalf("reloads %d -> %d, want one", before, n)
+	}
+	if code, body, err := get(h.http4, "a.test", "/"); err != nil || code != 200 || body != "A" {
+		t.Fatalf("a new connection after Drain: %d %q %v", code, body, err)
+	}
+	if resp := ask(); !resp.Close {
+		t.Fatal("the keep-alive connection's next response after Drain does not close it")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("the drained connection stays open: %v", err)
+	}
 }

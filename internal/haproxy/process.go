@@ -256,6 +256,21 @@ func (d *Driver) markStopped() {
 	d.signalChanged()
 }
 
+// Drain makes the serving worker wind down without closing a listening
+// socket: HAProxy reloads the configuration it runs, a new worker takes the
+// listeners over, and the old one finishes the requests in flight
+// (answering "Connection: close"), closes its idle keep-alive connections
+// and exits with its last connection. Keep-alive clients thus leave an edge
+// that stops, instead of being cut when it does.
+func (d *Driver) Drain(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running.Load() {
+		return errors.New("haproxy is not running")
+	}
+	return d.reload(ctx)
+}
+
 // stopProcess soft-stops the master (workers finish their connections),
 // asking again while it runs, since a signal that reaches a 2.6 master while
 // it re-executes can be lost; after StopTimeout it stops it hard, then kills

@@ -77,7 +77,7 @@ func apiVersion(kind string) string {
 		return "networking.k8s.io/v1"
 	case "EndpointSlice":
 		return "discovery.k8s.io/v1"
-	case "GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant":
+	case "GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TLSRoute", "TCPRoute":
 		return model.GatewayGroup + "/v1"
 	}
 	return "v1"

@@ -2,12 +2,12 @@ package kube
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -20,6 +20,14 @@ import (
 // informers start only once the API server serves all of them, so a cluster
 // without the CRDs costs nothing and needs no extra permission.
 var gatewayResources = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"}
+
+// Route kinds watched once discovery serves them too (in v1.6 they are in
+// the standard channel, but clusters with older CRDs lack them); each
+// costs nothing until then.
+const (
+	tlsRoutesResource = "tlsroutes"
+	tcpRoutesResource = "tcproutes"
+)
 
 // DefaultGatewayDiscovery is how often the API server is asked whether the
 // Gateway API CRDs have been installed since the last look.
@@ -38,6 +46,15 @@ type gatewayWatch struct {
 	routes  cache.SharedIndexInformer
 	grpc    cache.SharedIndexInformer
 	grants  cache.SharedIndexInformer
+	// nss are the Namespaces, watched with the Gateway API objects because
+	// a listener may select its routes' namespaces by label: one small
+	// object per namespace, cheaper than starting and stopping a watch as
+	// Gateways come and go.
+	nss cache.SharedIndexInformer
+	// tls and tcp are the TLSRoute and TCPRoute informers, nil until their
+	// CRDs are served.
+	tls, tcp cache.SharedIndexInformer
+	factory  gwinformers.SharedInformerFactory
 }
 
 // WatchGatewayAPI makes Start look for the Gateway API CRDs (at start, then
@@ -50,58 +67,119 @@ func (w *Watcher) WatchGatewayAPI(cs gwclient.Interface, disc discovery.Discover
 	w.gateway = &gatewayWatch{cs: cs, disc: disc, interval: interval}
 }
 
-// gatewayInstalled asks discovery whether every resource the daemon
-// watches is served in gateway.networking.k8s.io/v1.
-func (g *gatewayWatch) installed() bool {
+// served asks discovery which of the daemon's resources are served in
+// gateway.networking.k8s.io/v1; nil when the group version is not.
+func (g *gatewayWatch) served() map[string]bool {
 	list, err := g.disc.ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
 	if err != nil || list == nil {
-		return false
+		return nil
 	}
+	out := map[string]bool{}
+	for _, r := range list.APIResources {
+		out[r.Name] = true
+	}
+	return out
+}
+
+// installed reports whether every resource the daemon needs is served.
+func installed(served map[string]bool) bool {
 	for _, want := range gatewayResources {
-		if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
+		if !served[want] {
 			return false
 		}
 	}
 	return true
 }
 
+// complete reports whether every kind the daemon can watch is watched.
+func (g *gatewayWatch) complete() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.running && g.tls != nil && g.tcp != nil
+}
+
 // startGateway starts the informers when the CRDs are installed and waits
-// for their first list; it reports whether they run.
+// for their first list, then the route kinds served since; it reports
+// whether the core informers run.
 func (w *Watcher) startGateway(ctx context.Context) bool {
 	g := w.gateway
+	served := g.served()
 	g.mu.Lock()
-	if g.running {
+	running := g.running
+	g.mu.Unlock()
+	started := false
+	if !running {
+		if !installed(served) {
+			return false
+		}
+		// Gateway API objects are few next to Services and slices: one
+		// cluster-wide watch each, filtered by namespace in the model.
+		f := gwinformers.NewSharedInformerFactoryWithOptions(g.cs, w.opts.Resync, gwinformers.WithTransform(stripManagedFields))
+		v1 := f.Gateway().V1()
+		classes := w.notify(v1.GatewayClasses().Informer())
+		gws := w.notify(v1.Gateways().Informer())
+		routes := w.notify(v1.HTTPRoutes().Informer())
+		grpc := w.notify(v1.GRPCRoutes().Informer())
+		grants := w.notify(v1.ReferenceGrants().Informer())
+		nsf := informers.NewSharedInformerFactoryWithOptions(w.cs, w.opts.Resync, informers.WithTransform(stripManagedFields))
+		nss := w.notify(nsf.Core().V1().Namespaces().Informer())
+		f.Start(ctx.Done())
+		nsf.Start(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), classes.HasSynced, gws.HasSynced, routes.HasSynced, grpc.HasSynced, grants.HasSynced, nss.HasSynced) {
+			return false
+		}
+		g.mu.Lock()
+		g.classes, g.gws, g.routes, g.grpc, g.grants, g.nss, g.factory = classes, gws, routes, grpc, grants, nss, f
+		g.running = true
 		g.mu.Unlock()
-		return true
+		w.log.Info("watching Gateway API objects", "group", gwv1.GroupVersion.String())
+		started = true
 	}
-	g.mu.Unlock()
-	if !g.installed() {
-		return false
+	if w.startGatewayRoutes(ctx, served) || started {
+		w.markOther()
+		w.signal()
 	}
-	// Gateway API objects are few next to Services and slices: one
-	// cluster-wide watch each, filtered by namespace in the model.
-	f := gwinformers.NewSharedInformerFactoryWithOptions(g.cs, w.opts.Resync, gwinformers.WithTransform(stripManagedFields))
-	v1 := f.Gateway().V1()
-	classes := w.notify(v1.GatewayClasses().Informer())
-	gws := w.notify(v1.Gateways().Informer())
-	routes := w.notify(v1.HTTPRoutes().Informer())
-	grpc := w.notify(v1.GRPCRoutes().Informer())
-	grants := w.notify(v1.ReferenceGrants().Informer())
-	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), classes.HasSynced, gws.HasSynced, routes.HasSynced, grpc.HasSynced, grants.HasSynced) {
-		return false
-	}
-	g.mu.Lock()
-	g.classes, g.gws, g.routes, g.grpc, g.grants = classes, gws, routes, grpc, grants
-	g.running = true
-	g.mu.Unlock()
-	w.log.Info("watching Gateway API objects", "group", gwv1.GroupVersion.String())
-	w.markOther()
-	w.signal()
 	return true
 }
 
-// discoverGateway looks for the CRDs until they are found or ctx ends.
+// startGatewayRoutes starts the TLSRoute and TCPRoute informers whose
+// resources discovery serves, and reports whether it started one.
+func (w *Watcher) startGatewayRoutes(ctx context.Context, served map[string]bool) bool {
+	g := w.gateway
+	g.mu.Lock()
+	f, needTLS, needTCP := g.factory, g.tls == nil && served[tlsRoutesResource], g.tcp == nil && served[tcpRoutesResource]
+	g.mu.Unlock()
+	if !needTLS && !needTCP {
+		return false
+	}
+	var tls, tcp cache.SharedIndexInformer
+	var synced []cache.InformerSynced
+	if needTLS {
+		tls = w.notify(f.Gateway().V1().TLSRoutes().Informer())
+		synced = append(synced, tls.HasSynced)
+	}
+	if needTCP {
+		tcp = w.notify(f.Gateway().V1().TCPRoutes().Informer())
+		synced = append(synced, tcp.HasSynced)
+	}
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return false
+	}
+	g.mu.Lock()
+	if tls != nil {
+		g.tls = tls
+	}
+	if tcp != nil {
+		g.tcp = tcp
+	}
+	g.mu.Unlock()
+	w.log.Info("watching Gateway API routes", "tlsroutes", tls != nil, "tcproutes", tcp != nil)
+	return true
+}
+
+// discoverGateway looks for the CRDs until every kind is watched or ctx
+// ends.
 func (w *Watcher) discoverGateway(ctx context.Context) {
 	t := time.NewTicker(w.gateway.interval)
 	defer t.Stop()
@@ -110,7 +188,7 @@ func (w *Watcher) discoverGateway(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if w.startGateway(ctx) {
+			if w.startGateway(ctx) && w.gateway.complete() {
 				return
 			}
 		}
@@ -154,6 +232,22 @@ func (w *Watcher) gatewaySnapshot(s *model.Snapshot) {
 	for _, o := range g.grants.GetStore().List() {
 		s.ReferenceGrants = append(s.ReferenceGrants, o.(*gwv1.ReferenceGrant))
 	}
+	for _, o := range g.nss.GetStore().List() {
+		s.Namespaces = append(s.Namespaces, o.(*corev1.Namespace))
+	}
+	g.mu.Lock()
+	tls, tcp := g.tls, g.tcp
+	g.mu.Unlock()
+	if tls != nil {
+		for _, o := range tls.GetStore().List() {
+			s.TLSRoutes = append(s.TLSRoutes, o.(*gwv1.TLSRoute))
+		}
+	}
+	if tcp != nil {
+		for _, o := range tcp.GetStore().List() {
+			s.TCPRoutes = append(s.TCPRoutes, o.(*gwv1.TCPRoute))
+		}
+	}
 }
 
 // gatewayObject finds a cached Gateway API object for status writes.
@@ -177,7 +271,12 @@ func (w *Watcher) gatewayObject(kind, ns, name string) any {
 		inf = g.routes
 	case "GRPCRoute":
 		inf = g.grpc
-	default:
+	case "TLSRoute":
+		inf = g.tls
+	case "TCPRoute":
+		inf = g.tcp
+	}
+	if inf == nil {
 		return nil
 	}
 	key := name
@@ -189,6 +288,27 @@ func (w *Watcher) gatewayObject(kind, ns, name string) any {
 		return nil
 	}
 	return o
+}
+
+// gatewayL4Routes lists the cached TLSRoutes and TCPRoutes.
+func (w *Watcher) gatewayL4Routes() (tls []*gwv1.TLSRoute, tcp []*gwv1.TCPRoute) {
+	g := w.gateway
+	if g == nil {
+		return nil, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tls != nil {
+		for _, o := range g.tls.GetStore().List() {
+			tls = append(tls, o.(*gwv1.TLSRoute))
+		}
+	}
+	if g.tcp != nil {
+		for _, o := range g.tcp.GetStore().List() {
+			tcp = append(tcp, o.(*gwv1.TCPRoute))
+		}
+	}
+	return tls, tcp
 }
 
 // gatewayRoutes lists the cached HTTPRoutes.

@@ -122,6 +122,7 @@ func (s *StatusWriter) syncGatewayAPI(ctx context.Context) {
 		}
 	}
 	s.syncGRPCRoutes(ctx, want, now)
+	s.syncGatewayL4Routes(ctx, want, now)
 }
 
 // gatewayAddresses are the published addresses in Gateway status form.

@@ -311,7 +311,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
 	}
-	if w.gateway != nil && !w.startGateway(ctx) {
+	if w.gateway != nil && (!w.startGateway(ctx) || !w.gateway.complete()) {
 		go w.discoverGateway(ctx)
 	}
 	return nil

@@ -57,6 +57,7 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.finishBackends()
 	// TCP-service backends need their server-ca and server-crt resolved too.
 	b.tcpServices()
+	b.gatewayTCPServices()
 	b.buildTLS(ings)
 	b.features()
 	b.finish()
@@ -145,6 +146,14 @@ type builder struct {
 	// httpHosts the first Ingress routing each host over HTTP.
 	passthroughHosts map[string]passthroughClaim
 	httpHosts        map[string]*networkingv1.Ingress
+	// nsLabels indexes the snapshot's Namespaces' labels once; gwTLS
+	// loads the HTTPS listeners' Secrets; gwListeners are the listeners of
+	// our Gateways (gateway_listeners.go).
+	nsLabels    map[string]map[string]string
+	gwTLS       *tlsBuilder
+	gwListeners []*listenerState
+	// gwTCP are the TCP listener ports' backends (gateway_l4.go).
+	gwTCP map[int]gwTCPPort
 }
 
 func newBuilder(s *Snapshot, o Options) *builder {

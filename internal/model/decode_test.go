@@ -104,7 +104,17 @@ func decodeCase(data []byte) (*Snapshot, Options, error) {
 			s.GRPCRoutes = append(s.GRPCRoutes, v)
 		case *gwv1.ReferenceGrant:
 			s.ReferenceGrants = append(s.ReferenceGrants, v)
+		case *gwv1.TLSRoute:
+			s.TLSRoutes = append(s.TLSRoutes, v)
+		case *gwv1.TCPRoute:
+			s.TCPRoutes = append(s.TCPRoutes, v)
+		case *corev1.Namespace:
+			s.Namespaces = append(s.Namespaces, v)
 		case *corev1.ConfigMap:
+			if v.Name == "tcp-services" {
+				s.TCPServices = v
+				continue
+			}
 			if v.Name != controllerConfigMap {
 				return nil, o, fmt.Errorf("document %d: ConfigMap %s: only %s is understood", i, v.Name, controllerConfigMap)
 			}

@@ -106,6 +106,17 @@ func (b *builder) passthroughRule(ing *networkingv1.Ingress, host, name, svc str
 type passthroughClaim struct {
 	claim
 	base string
+	// route is the TLSRoute passing the host through, when no Ingress
+	// does (gateway_l4.go).
+	route ObjectRef
+}
+
+// owner names the object passing the host through.
+func (c passthroughClaim) owner() string {
+	if c.ing == nil {
+		return c.route.String()
+	}
+	return "Ingress " + c.ing.Namespace + "/" + c.ing.Name
 }
 
 // passthroughMap fills MapSSLPassthrough and tells the Ingresses with
@@ -126,8 +137,8 @@ func (b *builder) passthroughMap() {
 			continue
 		}
 		told[r.Ingress] = true
-		b.problem(r.Ingress, ReasonPassthroughHost, "host %q is passed through by Ingress %s/%s: HTTPS connections for it reach %s, the rules of this Ingress serve it on plain HTTP only",
-			r.Host, c.ing.Namespace, c.ing.Name, c.backend)
+		b.problem(r.Ingress, ReasonPassthroughHost, "host %q is passed through by %s: HTTPS connections for it reach %s, the rules of this %s serve it on plain HTTP only",
+			r.Host, c.owner(), c.backend, r.Ingress.Kind)
 	}
 }
 

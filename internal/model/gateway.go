@@ -9,6 +9,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -44,6 +45,8 @@ type GatewayAPIStatus struct {
 	// HTTPRoutes are the HTTPRoutes naming at least one of our Gateways,
 	// by namespace/name; Parents holds only our Gateways' entries.
 	HTTPRoutes []RouteStatus
+	// TLSRoutes and TCPRoutes likewise (gateway_l4.go).
+	TLSRoutes, TCPRoutes []RouteStatus
 	// GRPCRoutes are the same for GRPCRoutes.
 	GRPCRoutes []RouteStatus
 }
@@ -74,14 +77,23 @@ const (
 	ReasonRefNotPermitted      = "RefNotPermitted"
 )
 
-// listenerState is a Gateway listener that accepts routes.
+// listenerState is a Gateway listener and what attaches to it.
 type listenerState struct {
-	gw       *gwv1.Gateway
-	l        *gwv1.Listener
-	status   *gwv1.ListenerStatus
-	valid    bool
-	sameNS   bool // allowedRoutes.namespaces.from Same (the default)
-	hostname string
+	gw     *gwv1.Gateway
+	l      *gwv1.Listener
+	status *gwv1.ListenerStatus
+	valid  bool // routes may attach: Accepted and not Conflicted
+	// unresolved: an HTTPS listener's certificateRefs cannot be served; it
+	// takes routes but is not programmed.
+	unresolved bool
+	from       gwv1.FromNamespaces // allowedRoutes.namespaces.from, Same by default
+	selector   labels.Selector     // with from Selector
+	hostname   string
+	// certs are an HTTPS listener's certificates; hosts the hostnames of
+	// the routes attached to it, which its certificates serve when it has
+	// no hostname (gateway_listeners.go).
+	certs []*Certificate
+	hosts []string
 }
 
 func httpRouteRef(r *gwv1.HTTPRoute) ObjectRef {
@@ -128,7 +140,9 @@ func (b *builder) gatewayAPI() {
 		if gw == nil || ours[string(gw.Spec.GatewayClassName)] == nil || !namespaceAllowed(gw.Namespace, b.o) {
 			continue
 		}
-		listeners[nsName{gw.Namespace, gw.Name}] = b.gatewayListeners(gw)
+		ls := b.gatewayListeners(gw)
+		listeners[nsName{gw.Namespace, gw.Name}] = ls
+		b.gwListeners = append(b.gwListeners, ls...)
 	}
 	routes := slices.Clone(s.HTTPRoutes)
 	routes = slices.DeleteFunc(routes, func(r *gwv1.HTTPRoute) bool { return r == nil || !namespaceAllowed(r.Namespace, b.o) })
@@ -148,6 +162,7 @@ func (b *builder) gatewayAPI() {
 	for _, r := range b.grpcRoutes() {
 		b.httpRoute(r, listeners, claims, controller)
 	}
+	b.gatewayL4Routes(listeners, controller)
 	for _, gw := range s.Gateways {
 		ls, ok := listeners[nsName{gw.Namespace, gw.Name}]
 		if !ok {
@@ -167,94 +182,14 @@ func (b *builder) gatewayAPI() {
 	})
 }
 
-var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(GatewayGroup)), Kind: "HTTPRoute"}
-
 func ptr[T any](v T) *T { return &v }
-
-// gatewayListeners checks each listener. HTTP listeners are served by the
-// http frontend: their port must be --http-port when that is known.
-func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
-	var out []*listenerState
-	for i := range gw.Spec.Listeners {
-		l := &gw.Spec.Listeners[i]
-		ls := &listenerState{gw: gw, l: l, status: &gwv1.ListenerStatus{Name: l.Name}, valid: true, sameNS: true}
-		gen := gw.Generation
-		accepted := cond(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen)
-		resolved := cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
-		switch {
-		case l.Protocol != gwv1.HTTPProtocolType:
-			ls.valid = false
-			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
-				fmt.Sprintf("protocol %s is not served; only HTTP", l.Protocol), gen)
-		case b.o.GatewayHTTPPort != 0 && int(l.Port) != b.o.GatewayHTTPPort:
-			ls.valid = false
-			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonPortUnavailable),
-				fmt.Sprintf("HTTP is served on port %d", b.o.GatewayHTTPPort), gen)
-		}
-		if l.Hostname != nil {
-			ls.hostname = strings.ToLower(string(*l.Hostname))
-		}
-		ls.status.SupportedKinds = []gwv1.RouteGroupKind{httpRouteKind, grpcRouteGroupKind}
-		if ar := l.AllowedRoutes; ar != nil {
-			if len(ar.Kinds) > 0 {
-				var kinds []gwv1.RouteGroupKind
-				invalid := false
-				for _, k := range ar.Kinds {
-					switch {
-					case (k.Group == nil || string(*k.Group) == GatewayGroup) && k.Kind == "HTTPRoute":
-						kinds = append(kinds, httpRouteKind)
-					case (k.Group == nil || string(*k.Group) == GatewayGroup) && k.Kind == grpcRouteKind:
-						kinds = append(kinds, grpcRouteGroupKind)
-					default:
-						invalid = true
-					}
-				}
-				ls.status.SupportedKinds = kinds
-				if invalid {
-					resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
-						"only HTTPRoute and GRPCRoute are supported", gen)
-				}
-				if len(kinds) == 0 {
-					ls.valid = false
-				}
-			}
-			if ns := ar.Namespaces; ns != nil && ns.From != nil {
-				switch *ns.From {
-				case gwv1.NamespacesFromAll:
-					ls.sameNS = false
-				case gwv1.NamespacesFromSame:
-				default:
-					ls.valid = false
-					accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedValue),
-						fmt.Sprintf("allowedRoutes.namespaces.from %s is not supported; only Same and All", *ns.From), gen)
-				}
-			}
-		}
-		programmed := cond(string(gwv1.ListenerConditionProgrammed), ls.valid, string(gwv1.ListenerReasonProgrammed), "", gen)
-		if !ls.valid {
-			programmed.Reason = string(gwv1.ListenerReasonInvalid)
-		}
-		ls.status.Conditions = []metav1.Condition{
-			accepted,
-			cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen),
-			programmed,
-			resolved,
-		}
-		ls.status.SupportedKinds = slices.Clip(ls.status.SupportedKinds)
-		if ls.status.SupportedKinds == nil {
-			ls.status.SupportedKinds = []gwv1.RouteGroupKind{}
-		}
-		out = append(out, ls)
-	}
-	return out
-}
 
 func gatewayStatus(gw *gwv1.Gateway, ls []*listenerState) GatewayStatus {
 	gen := gw.Generation
 	valid := 0
 	out := GatewayStatus{Namespace: gw.Namespace, Name: gw.Name}
 	for _, l := range ls {
-		if l.valid {
+		if l.programmed() {
 			valid++
 		}
 		out.Listeners = append(out.Listeners, *l.status)
@@ -332,7 +267,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 			if pr.SectionName != nil && *pr.SectionName != l.l.Name || pr.Port != nil && *pr.Port != l.l.Port {
 				continue
 			}
-			if !l.valid || l.sameNS && r.Namespace != ns || !slices.ContainsFunc(l.status.SupportedKinds, func(k gwv1.RouteGroupKind) bool { return string(k.Kind) == routeKindOf(r) }) {
+			if !l.valid || !l.allows(b, r.Namespace) || !l.supports(gwv1.Kind(routeKindOf(r))) {
 				if reason == string(gwv1.RouteReasonNoMatchingParent) {
 					reason, msg = string(gwv1.RouteReasonNotAllowedByListeners), "the listeners do not allow this route"
 				}
@@ -348,8 +283,13 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 				reason, msg = string(gwv1.RouteReasonNoMatchingListenerHostname), "no hostname matches a listener's"
 				continue
 			}
-			for _, h := range lh {
-				hosts[h] = true
+			// A listener whose certificate cannot be served takes routes
+			// (and counts them) without serving them.
+			if l.programmed() {
+				for _, h := range lh {
+					hosts[h] = true
+				}
+				l.hosts = append(l.hosts, lh...)
 			}
 			matched = append(matched, l)
 		}
@@ -724,4 +664,5 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 			conds("      ", p.Conditions)
 		}
 	}
+	dumpL4Routes(w, g, conds)
 }

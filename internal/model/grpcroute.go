@@ -20,8 +20,6 @@ import (
 // carries in its TypeMeta.
 const grpcRouteKind = "GRPCRoute"
 
-var grpcRouteGroupKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(GatewayGroup)), Kind: grpcRouteKind}
-
 // grpcAsHTTP converts g. What an HTTPRoute cannot say of g is turned into
 // something the HTTPRoute translation refuses with a reason: a backendRef
 // filter, an ExtensionRef filter.

@@ -275,6 +275,7 @@ func (b *builder) buildTLS(ings []*networkingv1.Ingress) {
 	}
 	t.defaultCertificate()
 	t.ingressCertificates(ings)
+	t.gatewayCertificates()
 	t.redirects(ings)
 	t.clientCA()
 	t.backends()

@@ -51,6 +51,11 @@ type Snapshot struct {
 	HTTPRoutes      []*gwv1.HTTPRoute
 	GRPCRoutes      []*gwv1.GRPCRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
+	TLSRoutes       []*gwv1.TLSRoute
+	TCPRoutes       []*gwv1.TCPRoute
+	// Namespaces are watched with the Gateway API: listeners select the
+	// namespaces of their routes by label.
+	Namespaces []*corev1.Namespace
 }
 
 // ResolvedName is the outcome of looking up an ExternalName Service's DNS
@@ -107,8 +112,12 @@ type Options struct {
 	// controllerName served; empty means DefaultGatewayController.
 	GatewayController string
 	// GatewayHTTPPort is the port the http frontend listens on: HTTP
-	// listeners of Gateways must name it; 0 accepts any port.
+	// listeners of Gateways must name it (or 80); 0 accepts any port.
 	GatewayHTTPPort int
+	// GatewayHTTPSPort is the https frontend's port: HTTPS and TLS
+	// listeners must name it (or 443); 0 accepts any port, -1 means
+	// HTTPS is not served.
+	GatewayHTTPSPort int
 }
 
 // Controller is the IngressClass spec.controller prefix we answer to,

@@ -1,0 +1,327 @@
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// TLSRoutes and TCPRoutes. A TLSRoute attached to a TLS listener passes the
+// connections whose SNI is one of its hostnames through to its Service, by
+// the same map and mode tcp backends as the ssl-passthrough annotation: a
+// new hostname is a map entry, with no reload. A TCPRoute attached to a
+// TCP listener is that listener port's backend, served by a mode tcp
+// frontend of the port like a --configmap-tcp-services entry.
+//
+// Ingresses win, as for HTTPRoutes: a host an Ingress passes through and a
+// port the tcp-services ConfigMap serves stay theirs. Among routes the
+// oldest (creation time, then namespace/name) wins a host or a port.
+
+// l4Route is what TLSRoutes and TCPRoutes have in common.
+type l4Route struct {
+	kind      gwv1.Kind
+	meta      *metav1.ObjectMeta
+	parents   []gwv1.ParentReference
+	hostnames []gwv1.Hostname
+	rules     [][]gwv1.BackendRef
+}
+
+func (r l4Route) ref() ObjectRef {
+	return ObjectRef{Kind: string(r.kind), Namespace: r.meta.Namespace, Name: r.meta.Name}
+}
+
+// gwTCPPort is a TCP listener port's backend.
+type gwTCPPort struct {
+	route         ObjectRef
+	ns, svc, base string
+	port          int32
+}
+
+func olderMeta(x, y *metav1.ObjectMeta) int {
+	if c := x.CreationTimestamp.Time.Compare(y.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+}
+
+// gatewayL4Routes attaches the TLSRoutes and TCPRoutes, oldest first.
+func (b *builder) gatewayL4Routes(listeners map[nsName][]*listenerState, controller string) {
+	var routes []l4Route
+	for _, r := range b.s.TLSRoutes {
+		if r == nil || !namespaceAllowed(r.Namespace, b.o) {
+			continue
+		}
+		l := l4Route{kind: "TLSRoute", meta: &r.ObjectMeta, parents: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames}
+		for _, rule := range r.Spec.Rules {
+			l.rules = append(l.rules, rule.BackendRefs)
+		}
+		routes = append(routes, l)
+	}
+	for _, r := range b.s.TCPRoutes {
+		if r == nil || !namespaceAllowed(r.Namespace, b.o) {
+			continue
+		}
+		l := l4Route{kind: "TCPRoute", meta: &r.ObjectMeta, parents: r.Spec.ParentRefs}
+		for _, rule := range r.Spec.Rules {
+			l.rules = append(l.rules, rule.BackendRefs)
+		}
+		routes = append(routes, l)
+	}
+	slices.SortFunc(routes, func(x, y l4Route) int { return olderMeta(x.meta, y.meta) })
+	st := &b.d.GatewayAPI
+	for _, r := range routes {
+		rs, ok := b.l4Route(r, listeners, controller)
+		if !ok {
+			continue
+		}
+		if r.kind == "TLSRoute" {
+			st.TLSRoutes = append(st.TLSRoutes, rs)
+		} else {
+			st.TCPRoutes = append(st.TCPRoutes, rs)
+		}
+	}
+	byName := func(x, y RouteStatus) int {
+		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	}
+	slices.SortFunc(st.TLSRoutes, byName)
+	slices.SortFunc(st.TCPRoutes, byName)
+}
+
+// l4Route attaches r to the listeners its parentRefs name and serves it;
+// ok is false when it names no Gateway of ours.
+func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, controller string) (RouteStatus, bool) {
+	gen := r.meta.Generation
+	var routeHosts []string
+	for _, h := range r.hostnames {
+		routeHosts = append(routeHosts, strings.ToLower(string(h)))
+	}
+	if len(routeHosts) == 0 {
+		routeHosts = []string{""}
+	}
+	var parents []gwv1.RouteParentStatus
+	var matched []*listenerState
+	var hosts []string
+	for _, pr := range r.parents {
+		if pr.Group != nil && string(*pr.Group) != GatewayGroup || pr.Kind != nil && *pr.Kind != "Gateway" {
+			continue
+		}
+		ns := r.meta.Namespace
+		if pr.Namespace != nil {
+			ns = string(*pr.Namespace)
+		}
+		ls, ours := listeners[nsName{ns, string(pr.Name)}]
+		if !ours {
+			continue
+		}
+		ps := gwv1.RouteParentStatus{ParentRef: pr, ControllerName: gwv1.GatewayController(controller)}
+		reason, msg := string(gwv1.RouteReasonNoMatchingParent), "no listener matches sectionName/port"
+		n := 0
+		for _, l := range ls {
+			if pr.SectionName != nil && *pr.SectionName != l.l.Name || pr.Port != nil && *pr.Port != l.l.Port {
+				continue
+			}
+			if !l.valid || !l.allows(b, r.meta.Namespace) || !l.supports(r.kind) {
+				if reason == string(gwv1.RouteReasonNoMatchingParent) {
+					reason, msg = string(gwv1.RouteReasonNotAllowedByListeners), "the listeners do not allow this route"
+				}
+				continue
+			}
+			if r.kind == "TLSRoute" {
+				var lh []string
+				for _, h := range routeHosts {
+					if x, ok := hostIntersection(l.hostname, h); ok && x != "" {
+						lh = append(lh, x)
+					}
+				}
+				if len(lh) == 0 {
+					reason, msg = string(gwv1.RouteReasonNoMatchingListenerHostname), "no hostname matches a listener's"
+					if l.hostname == "" && len(r.hostnames) == 0 {
+						msg = "TLS is passed through by SNI: the route or the listener must name a hostname"
+					}
+					continue
+				}
+				hosts = append(hosts, lh...)
+			}
+			l.status.AttachedRoutes++
+			matched = append(matched, l)
+			n++
+		}
+		if n == 0 {
+			ps.Conditions = []metav1.Condition{cond(string(gwv1.RouteConditionAccepted), false, reason, msg, gen)}
+		} else {
+			ps.Conditions = []metav1.Condition{cond(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen)}
+		}
+		parents = append(parents, ps)
+	}
+	if len(parents) == 0 {
+		return RouteStatus{}, false
+	}
+	resolved := cond(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
+	if len(matched) > 0 {
+		be, rr, why := b.l4Backend(r)
+		switch {
+		case why != "":
+			b.problem(r.ref(), ReasonUnsupportedRouteRule, "%s; the route is not served", why)
+			for i := range parents {
+				if parents[i].Conditions[0].Status == metav1.ConditionTrue {
+					parents[i].Conditions[0] = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), why, gen)
+				}
+			}
+		case rr != nil:
+			resolved = *rr
+		case r.kind == "TLSRoute":
+			b.tlsRouteHosts(r, be, hosts)
+		default:
+			b.tcpRoutePorts(r, be, matched)
+		}
+	}
+	for i := range parents {
+		parents[i].Conditions = append(parents[i].Conditions, resolved)
+	}
+	return RouteStatus{Namespace: r.meta.Namespace, Name: r.meta.Name, Parents: parents}, true
+}
+
+// l4Backend resolves the one Service backendRef an L4 route may have.
+func (b *builder) l4Backend(r l4Route) (be routeRef, rr *metav1.Condition, why string) {
+	var refs []gwv1.BackendRef
+	for _, rule := range r.rules {
+		for _, br := range rule {
+			if br.Weight == nil || *br.Weight > 0 {
+				refs = append(refs, br)
+			}
+		}
+	}
+	if len(refs) != 1 {
+		return be, nil, fmt.Sprintf("a %s is served with exactly one backendRef of non-zero weight", r.kind)
+	}
+	br := refs[0].BackendObjectReference
+	ns, gen := r.meta.Namespace, r.meta.Generation
+	if br.Namespace != nil {
+		ns = string(*br.Namespace)
+	}
+	fail := func(reason gwv1.RouteConditionReason, msg string) (routeRef, *metav1.Condition, string) {
+		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(reason), msg, gen)
+		b.problem(r.ref(), string(reason), "backendRef %s/%s: %s", ns, br.Name, msg)
+		return routeRef{}, &c, ""
+	}
+	switch {
+	case br.Group != nil && *br.Group != "" || br.Kind != nil && *br.Kind != "Service":
+		return fail(gwv1.RouteReasonInvalidKind, "backendRefs must be Services")
+	case ns != r.meta.Namespace && !b.referenceGranted(r.meta.Namespace, string(r.kind), ns, "", "Service", string(br.Name)):
+		return fail(gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows %ss of %s to reach Service %s", ns, r.kind, r.meta.Namespace, br.Name))
+	case br.Port == nil:
+		return be, nil, "backendRef names no port"
+	case b.services[nsName{ns, string(br.Name)}] == nil:
+		return fail(gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, br.Name))
+	}
+	p := fmt.Sprint(*br.Port)
+	if !validBackendName(ns, string(br.Name), p) {
+		return be, nil, "backendRef Service name must be a DNS label"
+	}
+	return routeRef{base: ns + "_" + string(br.Name) + "_" + p, ns: ns, svc: string(br.Name), port: int32(*br.Port)}, nil, ""
+}
+
+// tlsRouteHosts passes hosts through to the route's backend, where no
+// Ingress and no older route does already.
+func (b *builder) tlsRouteHosts(r l4Route, be routeRef, hosts []string) {
+	ref := r.ref()
+	slices.Sort(hosts)
+	for _, host := range slices.Compact(hosts) {
+		if err := checkHost(host); err != nil {
+			b.problem(ref, ReasonInvalidHost, "hostname %q: %v; it is ignored", host, err)
+			continue
+		}
+		if owner, ok := b.hostOwners[host]; ok && owner != ref.Namespace {
+			b.problem(ref, ReasonRuleConflict, "host %q is taken by another namespace; it is not passed through", host)
+			continue
+		}
+		if c, taken := b.passthroughHosts[host]; taken {
+			if c.base != be.base+PassthroughSuffix {
+				b.problem(ref, ReasonRuleConflict, "host %q is passed through to %s by %s already; this route is not used for it", host, c.backend, c.owner())
+			}
+			continue
+		}
+		if b.passthroughHosts == nil {
+			b.passthroughHosts = map[string]passthroughClaim{}
+		}
+		if _, ok := b.hostOwners[host]; !ok {
+			b.hostOwners[host] = ref.Namespace
+		}
+		st := b.useBackend(be.base+PassthroughSuffix, be.ns, be.svc, networkingv1.ServiceBackendPort{Number: be.port}, nil)
+		st.passthrough = true
+		if !slices.Contains(st.routes, ref) {
+			st.routes = append(st.routes, ref)
+		}
+		b.passthroughHosts[host] = passthroughClaim{claim: claim{backend: st.name}, base: st.base, route: ref}
+	}
+}
+
+// tcpRoutePorts makes the route the backend of its TCP listeners' ports
+// that no older route serves.
+func (b *builder) tcpRoutePorts(r l4Route, be routeRef, matched []*listenerState) {
+	ref := r.ref()
+	if b.gwTCP == nil {
+		b.gwTCP = map[int]gwTCPPort{}
+	}
+	for _, l := range matched {
+		port := int(l.l.Port)
+		if c, taken := b.gwTCP[port]; taken {
+			if c.route != ref {
+				b.problem(ref, ReasonRuleConflict, "port %d is served by older %s; this route is not used for it", port, c.route)
+			}
+			continue
+		}
+		b.gwTCP[port] = gwTCPPort{route: ref, ns: be.ns, svc: be.svc, base: be.base, port: be.port}
+	}
+}
+
+// gatewayTCPServices adds the TCP listener ports' frontends and backends,
+// after the tcp-services ConfigMap's (whose ports listeners cannot take).
+func (b *builder) gatewayTCPServices() {
+	if len(b.gwTCP) == 0 {
+		return
+	}
+	for _, port := range slices.Sorted(maps.Keys(b.gwTCP)) {
+		c := b.gwTCP[port]
+		name := fmt.Sprintf("tcp%d_%s_%s_%d", port, c.ns, c.svc, c.port)
+		be := b.finishBackend(&backendState{name: name, base: c.base, namespace: c.ns, service: c.svc,
+			port: networkingv1.ServiceBackendPort{Number: c.port}, routes: []ObjectRef{c.route}})
+		be.TCP = true
+		be.HTTP = HTTPRules{}
+		b.d.Backends = append(b.d.Backends, be)
+		b.d.TCPServices = append(b.d.TCPServices, TCPService{Port: port, Backend: name})
+	}
+	slices.SortFunc(b.d.Backends, func(x, y *Backend) int { return strings.Compare(x.Name, y.Name) })
+	slices.SortFunc(b.d.TCPServices, func(x, y TCPService) int { return x.Port - y.Port })
+}
+
+// dumpL4Routes writes the TLSRoutes' and TCPRoutes' status for the golden
+// files, as dumpGatewayAPI does the HTTPRoutes'.
+func dumpL4Routes(w *strings.Builder, g GatewayAPIStatus, conds func(string, []metav1.Condition)) {
+	for _, x := range []struct {
+		kind   string
+		routes []RouteStatus
+	}{{"TLSRoute", g.TLSRoutes}, {"TCPRoute", g.TCPRoutes}} {
+		for _, r := range x.routes {
+			fmt.Fprintf(w, "  %s %s/%s\n", x.kind, r.Namespace, r.Name)
+			for _, p := range r.Parents {
+				ns := r.Namespace
+				if p.ParentRef.Namespace != nil {
+					ns = string(*p.ParentRef.Namespace)
+				}
+				section := ""
+				if p.ParentRef.SectionName != nil {
+					section = "#" + string(*p.ParentRef.SectionName)
+				}
+				fmt.Fprintf(w, "    parent %s/%s%s\n", ns, p.ParentRef.Name, section)
+				conds("      ", p.Conditions)
+			}
+		}
+	}
+}
