@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,11 +51,34 @@ func grpcPod(t *testing.T, name, ip string) *testenv.Pod {
 	return pod
 }
 
+// h2cServer serves cleartext HTTP/2 only on the pod's address and port
+// 9001, answering with the protocol the request came in.
+func h2cServer(t *testing.T, pod *testenv.Pod) {
+	t.Helper()
+	var ln net.Listener
+	if err := pod.Netns.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", net.JoinHostPort(pod.IP.String(), "9001"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Pod", pod.Name)
+		w.Header().Set("X-Proto", r.Proto)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
 // TestGatewayGRPCRoute: a GRPCRoute on real HAProxy: a real gRPC client
 // reaches the pod through the HTTP listener (h2c in, proto h2 to the
 // server) by service and method; a method the route does not match is not
 // routed; a header match chooses another rule; the route's status is
-// written.
+// written. An HTTPRoute to a Service port of appProtocol kubernetes.io/h2c
+// reaches a pod that speaks only h2c.
 func TestGatewayGRPCRoute(t *testing.T) {
 	e := newEnv(t)
 	installGatewayCRDs(t, e)
@@ -63,6 +87,17 @@ func TestGatewayGRPCRoute(t *testing.T) {
 	for name, pod := range map[string]*testenv.Pod{"grpc-a": a, "grpc-b": b} {
 		e.c.CreateService(t, testenv.ServiceSpec{Namespace: e.ns, Name: name,
 			Ports: []testenv.ServicePort{{Name: "grpc", Port: 80, TargetPort: grpcPort}}, Endpoints: endpoints(pod)})
+	}
+	h2cServer(t, b)
+	e.c.CreateService(t, testenv.ServiceSpec{Namespace: e.ns, Name: "h2c",
+		Ports: []testenv.ServicePort{{Name: "http", Port: 80, TargetPort: 9001}}, Endpoints: endpoints(b)})
+	svc, err := e.c.Admin.CoreV1().Services(e.ns).Get(context.Background(), "h2c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Ports[0].AppProtocol = ptrTo("kubernetes.io/h2c")
+	if _, err := e.c.Admin.CoreV1().Services(e.ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	d, gw, _, _ := e.gatewayDaemon()
 	ctx := context.Background()
@@ -88,6 +123,28 @@ func TestGatewayGRPCRoute(t *testing.T) {
 	if _, err := gw.GatewayV1().GRPCRoutes(e.ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := gw.GatewayV1().HTTPRoutes(e.ns).Create(ctx, &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "h2c", Namespace: e.ns},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Hostnames:       []gwv1.Hostname{"h2c.example.com"},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: "h2c", Port: ptrTo(gwv1.PortNumber(80))}}}}}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An HTTP/1.1 client; HAProxy speaks HTTP/2 to the pod.
+	testenv.Eventually(t, 15*time.Second, func() error {
+		r, err := d.get("h2c.example.com", "/")
+		if err != nil {
+			return err
+		}
+		if r.status != 200 || r.header.Get("X-Pod") != "gwg-b-0" || r.header.Get("X-Proto") != "HTTP/2.0" {
+			return fmt.Errorf("h2c backend: status %d from %q over %q", r.status, r.header.Get("X-Pod"), r.header.Get("X-Proto"))
+		}
+		return nil
+	})
 	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", d.httpPort),
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("grpc.example.com"))
 	if err != nil {

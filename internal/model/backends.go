@@ -38,7 +38,7 @@ func (b *builder) finishBackend(st *backendState) *Backend {
 		// A Gateway API rule's own backend: its filters are its rules.
 		draft.HTTP = *st.http
 	}
-	if st.h2c && !draft.TLS.SSL {
+	if (st.h2c || routeH2C(st, svc)) && !draft.TLS.SSL {
 		draft.TLS.Proto = "h2"
 	}
 	b.finishFeatures(&draft, st)

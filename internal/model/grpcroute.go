@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -116,4 +117,18 @@ func (b *builder) grpcRoutes() []*gwv1.HTTPRoute {
 		return cmp.Or(x.CreationTimestamp.Time.Compare(y.CreationTimestamp.Time), cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
 	})
 	return out
+}
+
+// AppProtocolH2C is the Service port appProtocol of cleartext HTTP/2.
+const AppProtocolH2C = "kubernetes.io/h2c"
+
+// routeH2C reports whether a backend Gateway API routes use is a Service
+// port whose appProtocol says it speaks h2c, as the Gateway API asks
+// implementations to honour (HTTPRouteBackendProtocolH2C).
+func routeH2C(st *backendState, svc *corev1.Service) bool {
+	if len(st.routes) == 0 || svc == nil {
+		return false
+	}
+	sp, ok := servicePort(svc, st.port)
+	return ok && sp.AppProtocol != nil && *sp.AppProtocol == AppProtocolH2C
 }
