@@ -34,7 +34,13 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 
-	target, problems := desiredStateMemo(want, &d.memo)
+	// Unchanged backends keep the entries of what the files hold, unless
+	// the descriptor budget rewrote those (their checks turned off).
+	from := d.cur
+	if d.fdNote != "" {
+		from = nil
+	}
+	target, problems := desiredStateMemo(want, &d.memo, from, d.rejected)
 	for _, p := range problems {
 		d.log.Debug("desired value dropped", "object", p.Object.String(), "message", p.Message)
 	}
@@ -85,7 +91,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 	}
 
 	if !d.running.Load() {
-		if err := d.writeFiles(next, "", len(p.servers) > 0); err != nil {
+		if err := d.writeFiles(next, "", len(p.servers) > 0, false); err != nil {
 			return res, err
 		}
 		res.Reason = "files written, haproxy not running: " + summary
@@ -134,7 +140,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 		}
 		return res, nil
 	}
-	if err := d.writeFiles(next, "", len(p.servers) > 0); err != nil {
+	if err := d.writeFiles(next, "", len(p.servers) > 0, true); err != nil {
 		// The live HAProxy is ahead of the files: forget what the files
 		// hold so the next Apply renders, checks and reloads everything.
 		d.cur = nil
@@ -152,7 +158,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 // which have the same structure, are the same.
 func sameFiles(a, b *state) bool {
 	for _, name := range mapNames {
-		if !maps.Equal(a.maps[name], b.maps[name]) {
+		if !mapsEqual(a.maps[name], b.maps[name]) {
 			return false
 		}
 	}
@@ -180,7 +186,7 @@ func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePl
 	if p = plan(d.cur, target, d.rend, d.dirty); !p.reload() {
 		return d.applyRuntime(ctx, cur, target, p, res, "structural change quarantined")
 	}
-	if err := d.writeFiles(target, cfg, true); err != nil {
+	if err := d.writeFiles(target, cfg, true, false); err != nil {
 		// What is on disk is now neither cur nor target: the next Apply
 		// writes everything and reloads to recover.
 		d.cur = nil
@@ -214,6 +220,7 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 			delete(d.rejected, name)
 			continue
 		}
+		tb = detach(cur, target, name)
 		tb.spec = fallbackSpec(cur, tb.spec)
 		if r.tooLarge {
 			out = append(out, sizeProblem(cur, r.spec, r.reason))
@@ -223,6 +230,18 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 	}
 	slices.SortFunc(out, func(a, b model.Problem) int { return strings.Compare(a.Message, b.Message) })
 	return out
+}
+
+// detach gives target its own entry for backend name before it is changed
+// in place: an unchanged backend's entry is shared with cur.
+func detach(cur, target *state, name string) *backend {
+	tb := target.backends[name]
+	if cur != nil && cur.backends[name] == tb {
+		c := *tb
+		tb = &c
+		target.backends[name] = tb
+	}
+	return tb
 }
 
 // fallbackSpec is the last good version of a backend, or an empty backend
@@ -309,6 +328,7 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 				}
 				problems = append(problems, quarantineProblem(cur, tb.spec, fb, reason))
 				d.log.Warn("backend quarantined", "backend", name, "service", tb.spec.Namespace+"/"+tb.spec.Service, "reason", reason)
+				tb = detach(cur, target, name)
 				tb.spec = fb
 				var prev []slot
 				if cb, ok := cur.backends[name]; ok {
@@ -337,10 +357,23 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 }
 
 // writeFiles makes the config directory hold next; cfg is the rendered
-// next when already at hand, and renderCfg asks for it when haproxy.cfg may
-// have changed (with the same structure and slots it does not).
-func (d *Driver) writeFiles(next *state, cfg string, renderCfg bool) error {
-	if cfg == "" && (renderCfg || d.cur == nil) {
+// next when already at hand, and renderCfg says haproxy.cfg may have
+// changed (with the same structure and slots it does not). With lazy, a
+// haproxy.cfg that differs from next in server addresses and states only
+// is left to flushConfig.
+//
+// Why lazy: at thousands of backends, rendering and writing the whole
+// haproxy.cfg (megabytes) was most of an endpoint change's cost, while the
+// live HAProxy has the change from the Runtime API already and reads the
+// file only when it reloads or starts. The file is therefore written off
+// the hot path (flushDelay) and always before a reload or start
+// (reload, start), so neither ever loads a stale one. A server-state-file
+// would keep the addresses out of haproxy.cfg instead, but then the file
+// alone would no longer describe what HAProxy serves, and HAProxy applies
+// such a file only where server names and ids line up.
+func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error {
+	stale := d.cfgStale || renderCfg || d.cur == nil
+	if cfg == "" && stale && (!lazy || d.cur == nil) {
 		var err error
 		if cfg, err = d.rend.config(next, d.cache); err != nil {
 			return err
@@ -352,6 +385,31 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg bool) error {
 	d.cur = next
 	d.fromApply = true
 	d.diskGen++
+	d.cfgStale = cfg == "" && stale
+	if d.cfgStale {
+		select {
+		case d.flushReq <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// flushConfig writes the haproxy.cfg that writeFiles left for later.
+func (d *Driver) flushConfig() error {
+	if !d.cfgStale || d.cur == nil {
+		return nil
+	}
+	start := time.Now()
+	cfg, err := d.rend.config(d.cur, d.cache)
+	if err != nil {
+		return err
+	}
+	if err := d.sync(map[string]file{configFile: {data: []byte(cfg), mode: 0o640}}, false); err != nil {
+		return err
+	}
+	d.cfgStale = false
+	d.log.Debug("haproxy.cfg written with the server addresses applied at runtime", "bytes", len(cfg), "took", time.Since(start).Round(time.Microsecond))
 	return nil
 }
 
@@ -375,7 +433,7 @@ func serverCommands(cur, next *state) []string {
 	var changed []string
 	for name, nb := range next.backends {
 		cb := cur.backends[name]
-		if cb == nil || sameSlots(cb.slots, nb.slots) {
+		if cb == nil || cb == nb || sameSlots(cb.slots, nb.slots) {
 			continue
 		}
 		changed = append(changed, name)
@@ -461,6 +519,9 @@ func (d *Driver) execRuntime(ctx context.Context, next *state, srvCmds, mapCmds,
 // new configuration answers on the stats socket. HAProxy keeps the old
 // worker when the new configuration fails to load; that is an error here.
 func (d *Driver) reload(ctx context.Context) error {
+	if err := d.flushConfig(); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.ReloadTimeout)
 	defer cancel()
 	before, err := d.master.ShowProc(ctx)

@@ -160,6 +160,11 @@ type Driver struct {
 	disk diskFiles
 	// fromApply is true once the files on disk came from Apply.
 	fromApply bool
+	// cfgStale: haproxy.cfg lags behind cur in server addresses and
+	// states, which the live HAProxy has from the Runtime API (writeFiles).
+	cfgStale bool
+	// flushReq asks Run to write haproxy.cfg soon (buffered, one).
+	flushReq chan struct{}
 	// diskGen counts file writes; loadedGen is the generation the live
 	// HAProxy loaded (at start or at the last confirmed reload).
 	diskGen, loadedGen uint64
@@ -227,6 +232,7 @@ func New(o Options) (*Driver, error) {
 	d := &Driver{
 		sandbox:  sb,
 		changed:  make(chan struct{}, 1),
+		flushReq: make(chan struct{}, 1),
 		opts:     o,
 		log:      o.Logger,
 		version:  v,

@@ -117,7 +117,7 @@ func structuralChanges(a, b *state) []change {
 	var changed, slotted []string
 	for n, bb := range b.backends {
 		ab, ok := a.backends[n]
-		if !ok || ab.spec != bb.spec {
+		if !ok || ab != bb && ab.spec != bb.spec {
 			changed = append(changed, n)
 		}
 	}
@@ -177,7 +177,7 @@ func (r renderer) mapCommands(cur, next *state) (cmds, bulk []string) {
 	for _, name := range r.loadedMaps(next) {
 		path := r.mapPath(name)
 		old, nw := cur.maps[name], next.maps[name]
-		if maps.Equal(old, nw) {
+		if mapsEqual(old, nw) {
 			continue
 		}
 		var c []string

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -169,17 +170,50 @@ func safePath(p string) bool {
 // reaches haproxy.cfg, the map files or the Runtime API (defence in depth,
 // the model validates too) and reports what it drops.
 func desiredState(want *model.Desired) (*state, []model.Problem) {
-	return desiredStateMemo(want, nil)
+	return desiredStateMemo(want, nil, nil, nil)
 }
 
-// checkMemo keeps the results of desiredState's costliest checks between
-// calls: which backend names are valid, and each backend's checked
-// endpoints with the list they came from. At 10,000 backends a change
-// leaves almost every list as it was: comparing it costs far less than
-// parsing and deduplicating every address again.
+// checkMemo keeps the results of desiredState's checks between calls, so
+// that a change costs work in proportion to what it changes, not to the
+// cluster: at 10,000 backends an endpoint change leaves all but one backend
+// and every map as they were.
 type checkMemo struct {
-	names map[string]bool
-	eps   map[string]checkedEndpoints // by backend name
+	backends map[string]memoBackend
+	maps     map[string]memoMap
+}
+
+// memoBackend is what desiredState made of one model backend.
+type memoBackend struct {
+	// src is the model's backend the entry was made from: the model hands
+	// over the same pointer for a backend that did not change.
+	src   *model.Backend
+	entry *backend
+	// problems are all the entry's problems, files the TLS files it adds.
+	problems []model.Problem
+	files    []tlsFile
+	eps      checkedEndpoints
+}
+
+type tlsFile struct {
+	path string
+	data []byte
+}
+
+// memoMap is one checked map and the model's map it was checked from.
+type memoMap struct {
+	src, m   map[string]string
+	problems []model.Problem
+}
+
+// sameMap reports whether a and b are the same map object (not merely equal).
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// mapsEqual is maps.Equal with a shortcut for the common case of a map
+// handed on unchanged.
+func mapsEqual(a, b map[string]string) bool {
+	return sameMap(a, b) || maps.Equal(a, b)
 }
 
 type checkedEndpoints struct {
@@ -211,8 +245,12 @@ func checkEndpoints(b *model.Backend, reject func(format string, args ...any)) [
 }
 
 // desiredStateMemo is desiredState reusing memo (nil: none), which then
-// holds this call's results only.
-func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Problem) {
+// holds this call's results only. A backend made from the same model
+// pointer as last time gets last time's entry itself when from (nil: none)
+// still holds that entry: an unchanged backend then costs a map insert, and
+// later steps skip it by pointer. Names in except are always made afresh
+// (HAProxy refused their last version, so from holds a fallback).
+func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except map[string]rejection) (*state, []model.Problem) {
 	st := emptyState()
 	var problems []model.Problem
 	reject := func(obj model.ObjectRef, format string, args ...any) {
@@ -231,14 +269,19 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 	var prev checkMemo
 	if memo != nil {
 		prev = *memo
-		*memo = checkMemo{names: make(map[string]bool, len(want.Backends)), eps: make(map[string]checkedEndpoints, len(want.Backends))}
+		*memo = checkMemo{backends: make(map[string]memoBackend, len(want.Backends)), maps: make(map[string]memoMap, len(mapNames))}
 	}
+	st.backends = make(map[string]*backend, len(want.Backends))
+	// sameSet: the backends are those of the last call, each as TCP or not
+	// as it was, which is all a map entry's check looks at.
+	sameSet := true
 	for _, b := range want.Backends {
 		if b == nil {
 			continue
 		}
 		svc := serviceRef(b)
-		if !prev.names[b.Name] && !backendNameRE.MatchString(b.Name) {
+		pm, known := prev.backends[b.Name]
+		if !known && !backendNameRE.MatchString(b.Name) {
 			reject(svc, "backend name %q is not valid in haproxy.cfg", b.Name)
 			continue
 		}
@@ -246,6 +289,16 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 			reject(svc, "backend %s appears twice; the first one is used", b.Name)
 			continue
 		}
+		if _, refused := except[b.Name]; known && pm.src == b && from != nil && from.backends[b.Name] == pm.entry && !refused {
+			st.backends[b.Name] = pm.entry
+			problems = append(problems, pm.problems...)
+			for _, f := range pm.files {
+				st.tls.addFile(f.path, f.data)
+			}
+			memo.backends[b.Name] = pm
+			continue
+		}
+		before := len(problems)
 		spec := backendSpec{
 			Name: b.Name, Namespace: b.Namespace, Service: b.Service,
 			Balance: b.Balance, Check: b.Check, CheckInterval: b.CheckInterval,
@@ -263,10 +316,7 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 		}
 		backendTLSSpec(&spec, b, &st.tls, func(format string, args ...any) { reject(svc, format, args...) })
 		spec.Features = checkedFeatures(b.Features, func(format string, args ...any) { reject(svc, "backend "+b.Name+": "+format, args...) })
-		if memo != nil {
-			memo.names[b.Name] = true
-		}
-		ce, known := prev.eps[b.Name]
+		ce := pm.eps
 		if known && slices.Equal(ce.src, b.Endpoints) {
 			problems = append(problems, ce.problems...)
 		} else {
@@ -275,13 +325,18 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 			ce.eps = checkEndpoints(b, func(format string, args ...any) { reject(svc, format, args...) })
 			ce.problems = slices.Clip(problems[before:])
 		}
-		if memo != nil {
-			memo.eps[b.Name] = ce
-		}
 		eps := ce.eps
 		spec.Slots = max(spec.Slots, len(eps))
-		st.backends[b.Name] = &backend{spec: spec, endpoints: eps}
+		entry := &backend{spec: spec, endpoints: eps}
+		st.backends[b.Name] = entry
+		if !known || pm.entry.spec.TCP != spec.TCP {
+			sameSet = false
+		}
+		if memo != nil {
+			memo.backends[b.Name] = memoBackend{src: b, entry: entry, problems: slices.Clone(problems[before:]), files: backendTLSFiles(spec, b), eps: ce}
+		}
 	}
+	sameSet = sameSet && memo != nil && len(st.backends) == len(prev.backends)
 	st.extras = featureExtras(want, st, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
 	st.extras.routeACLs = routeACLExtras(want, st, reject)
 	st.tls.fill(want, reject)
@@ -295,8 +350,16 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 	// Only the maps a frontend may load are kept: an entry in any other
 	// map could never route a request.
 	for _, name := range mapNames {
-		m := map[string]string{}
-		for k, v := range want.Maps[name] {
+		src := want.Maps[name]
+		if pm, ok := prev.maps[name]; ok && sameSet && sameMap(pm.src, src) {
+			st.maps[name] = pm.m
+			problems = append(problems, pm.problems...)
+			memo.maps[name] = pm
+			continue
+		}
+		before := len(problems)
+		m := make(map[string]string, len(src))
+		for k, v := range src {
 			switch {
 			case checkMapLine(k, v) != nil:
 				reject(routeRef(want, k), "map %s: entry %.80q: %v; dropped", name, k, checkMapLine(k, v))
@@ -307,6 +370,9 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 			}
 		}
 		st.maps[name] = m
+		if memo != nil {
+			memo.maps[name] = memoMap{src: src, m: m, problems: slices.Clone(problems[before:])}
+		}
 	}
 	st.tls.head.passthrough = st.tls.head.enabled && len(st.maps[model.MapSSLPassthrough]) > 0
 	return st, problems
@@ -368,6 +434,9 @@ func withSlots(cur, target *state) {
 	for n, b := range target.backends {
 		var prev []slot
 		if cb, ok := cur.backends[n]; ok {
+			if cb == b {
+				continue
+			}
 			if cb.spec.Slots > b.spec.Slots && specWithoutSlots(cb.spec) == specWithoutSlots(b.spec) {
 				// Fewer endpoints fit in the slots the backend has: a
 				// reload only to free slots would cost more than they do.
