@@ -53,10 +53,21 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 	res.Quarantined = append(res.Quarantined, d.screenCerts(ctx, cur, target)...)
 	d.fitFDs(target)
 	withSlots(cur, target)
+	target.spares = cur.spares
 
 	p := plan(d.cur, target, d.rend, d.dirty)
 	if !p.reload() {
 		return d.applyRuntime(ctx, cur, target, p, res, "")
+	}
+	if sp, live, ok := d.spareCommands(cur, target); ok {
+		var taken []string
+		for _, n := range slices.Sorted(maps.Keys(live)) {
+			if _, before := d.live[n]; !before {
+				taken = append(taken, n+" as "+live[n])
+			}
+		}
+		d.live = live
+		return d.applyRuntime(ctx, cur, target, sp, res, "served through spare backends: "+strings.Join(taken, ", "))
 	}
 	if d.running.Load() && d.cur != nil && d.opts.MinReloadInterval > 0 && !d.lastReload.IsZero() {
 		if wait := d.opts.MinReloadInterval - d.now().Sub(d.lastReload); wait > 0 {
@@ -91,7 +102,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 	}
 
 	if !d.running.Load() {
-		if err := d.writeFiles(next, "", len(p.servers) > 0, false); err != nil {
+		if err := d.writeFiles(next, "", len(p.servers) > 0 || p.cfgChanged, false); err != nil {
 			return res, err
 		}
 		res.Reason = "files written, haproxy not running: " + summary
@@ -140,7 +151,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 		}
 		return res, nil
 	}
-	if err := d.writeFiles(next, "", len(p.servers) > 0, true); err != nil {
+	if err := d.writeFiles(next, "", len(p.servers) > 0 || p.cfgChanged, true); err != nil {
 		// The live HAProxy is ahead of the files: forget what the files
 		// hold so the next Apply renders, checks and reloads everything.
 		d.cur = nil
@@ -171,6 +182,7 @@ func sameFiles(a, b *state) bool {
 // writes it and reloads; p is the plan from cur to target.
 func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePlan, res Result) (Result, error) {
 	res.ReloadReason = p.reason()
+	target.spares = chooseSpares(target)
 	target, quarantined, cfg, err := d.validated(ctx, cur, target)
 	res.Quarantined = append(res.Quarantined, quarantined...)
 	if err != nil {
@@ -184,6 +196,8 @@ func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePl
 	}
 	// Quarantine may have taken back what made the reload necessary.
 	if p = plan(d.cur, target, d.rend, d.dirty); !p.reload() {
+		// The live HAProxy keeps its spares.
+		target.spares = cur.spares
 		return d.applyRuntime(ctx, cur, target, p, res, "structural change quarantined")
 	}
 	if err := d.writeFiles(target, cfg, true, false); err != nil {
@@ -314,6 +328,13 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 			}
 			kind, name, reason := blame(cfg, alert)
 			switch {
+			case kind == "backend" && strings.HasPrefix(name, sparePrefix) && target.spares.count > 0:
+				// The spares copy the settings of real backends, which
+				// take the blame themselves; without spares, the next
+				// check says.
+				d.log.Warn("spare backends left out", "reason", reason)
+				target.spares = spareSet{}
+				blamed = true
 			case kind == "backend" && target.backends[name] != nil:
 				tb := target.backends[name]
 				fb := fallbackSpec(cur, tb.spec)
@@ -481,7 +502,7 @@ func sameSlots(a, b []slot) bool {
 // route finds its servers ready), then the bulk map replacements.
 func (d *Driver) execRuntime(ctx context.Context, next *state, srvCmds, mapCmds, bulk []string) (int, error) {
 	n := 0
-	if cmds := append(slices.Clip(srvCmds), mapCmds...); len(cmds) > 0 {
+	if cmds := d.liveCommands(append(slices.Clip(srvCmds), mapCmds...)); len(cmds) > 0 {
 		out, err := d.rt.Execute(ctx, cmds)
 		n += len(out)
 		if err != nil {
@@ -503,7 +524,7 @@ func (d *Driver) execRuntime(ctx context.Context, next *state, srvCmds, mapCmds,
 		m := next.maps[name]
 		cmds := make([]string, 0, len(m)+1)
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			cmds = append(cmds, "add map "+ver+" "+path+" "+k+" "+m[k])
+			cmds = append(cmds, d.liveCommand("add map "+ver+" "+path+" "+k+" "+m[k]))
 		}
 		cmds = append(cmds, "commit map "+ver+" "+path)
 		out, err = d.rt.Execute(ctx, cmds)
@@ -582,6 +603,7 @@ func (d *Driver) reload(ctx context.Context) error {
 		d.lastReload = d.now()
 		d.loadedGen = d.diskGen
 		d.dirty = false
+		d.live = nil
 		return nil
 	}
 }

@@ -160,6 +160,9 @@ type Driver struct {
 	disk diskFiles
 	// fromApply is true once the files on disk came from Apply.
 	fromApply bool
+	// live names, for each backend the live HAProxy serves through a
+	// spare (spare.go), that spare; nil after a reload or start.
+	live map[string]string
 	// cfgStale: haproxy.cfg lags behind cur in server addresses and
 	// states, which the live HAProxy has from the Runtime API (writeFiles).
 	cfgStale bool

@@ -25,6 +25,9 @@ type changePlan struct {
 	// tlsPre runs before servers and maps (a new host has its
 	// certificate before it is routed), tlsPost after.
 	tlsPre, tlsPost []runtimeStep
+	// cfgChanged: haproxy.cfg changes beyond server slots although no
+	// reload is needed (a backend served through a spare).
+	cfgChanged bool
 }
 
 // reload reports whether the plan needs a reload.
@@ -55,7 +58,7 @@ func (p changePlan) summary() string {
 
 // empty reports whether the plan sends nothing at all.
 func (p changePlan) empty() bool {
-	return !p.reload() && len(p.servers)+len(p.maps)+len(p.bulk)+len(p.tlsPre)+len(p.tlsPost) == 0
+	return !p.reload() && !p.cfgChanged && len(p.servers)+len(p.maps)+len(p.bulk)+len(p.tlsPre)+len(p.tlsPost) == 0
 }
 
 // runtimeSummary counts the commands, for logs.

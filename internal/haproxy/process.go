@@ -148,6 +148,7 @@ func (d *Driver) start() (*process, error) {
 	if err := d.flushConfig(); err != nil {
 		return nil, err
 	}
+	d.live = nil
 	cmd := exec.Command(d.opts.Program, "-W", "-S", d.masterArg(), "-f", d.paths.config)
 	cmd.Dir = d.opts.ConfigDir
 	cmd.Env = haproxyEnv

@@ -75,13 +75,21 @@ func (r renderer) config(st *state, cache *renderCache) (string, error) {
 		return "", err
 	}
 	names := cache.sortedNames(st)
-	texts := make([]string, len(names))
+	texts := make([]string, len(names), len(names)+st.spares.count)
 	size := len(head)
 	for i, name := range names {
 		if texts[i], err = cache.backend(r, name, st.backends[name]); err != nil {
 			return "", err
 		}
 		size += len(texts[i])
+	}
+	for i := range st.spares.count {
+		text, err := cache.backend(r, spareName(i), st.spares.backend(i))
+		if err != nil {
+			return "", err
+		}
+		texts = append(texts, text)
+		size += len(text)
 	}
 	var b strings.Builder
 	b.Grow(size)
@@ -250,7 +258,7 @@ func (c *renderCache) backend(r renderer, name string, b *backend) (string, erro
 // prune forgets backends st does not have.
 func (c *renderCache) prune(st *state) {
 	for name := range c.entries {
-		if _, ok := st.backends[name]; !ok && name != builtin404 {
+		if _, ok := st.backends[name]; !ok && name != builtin404 && !strings.HasPrefix(name, sparePrefix) {
 			delete(c.entries, name)
 		}
 	}

@@ -26,6 +26,9 @@ type state struct {
 	extras extras
 	// tls is the https frontend's certificates (tls.go).
 	tls tlsState
+	// spares are the spare backends (spare.go): chosen at each reload,
+	// they are no reason for one.
+	spares spareSet
 }
 
 // backendSpec is the structural part of a backend: a change needs a reload.
@@ -118,6 +121,7 @@ func (s *state) clone() *state {
 		global:         s.global,
 		defaultBackend: s.defaultBackend,
 		extras:         s.extras,
+		spares:         s.spares,
 		tls:            s.tls.clone(),
 		backends:       make(map[string]*backend, len(s.backends)),
 		maps:           make(map[string]map[string]string, len(s.maps)),
