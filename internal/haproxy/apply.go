@@ -57,7 +57,13 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 
 	p := plan(d.cur, target, d.rend, d.dirty)
 	if !p.reload() {
-		return d.applyRuntime(ctx, cur, target, p, res, "")
+		due, wait := d.spareRefresh()
+		if !due {
+			res.RetryAfter = wait
+			return d.applyRuntime(ctx, cur, target, p, res, "")
+		}
+		// A reload carries every change, so the plan has no commands.
+		p = changePlan{spares: true, changes: []change{{ReloadBackends, fmt.Sprintf("%d backends on spare backends take their own names", len(d.live))}}}
 	}
 	if sp, live, ok := d.spareCommands(cur, target); ok {
 		var taken []string
@@ -66,7 +72,10 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 				taken = append(taken, n+" as "+live[n])
 			}
 		}
-		d.live = live
+		d.live, d.spareTaken = live, d.now()
+		if _, wait := d.spareRefresh(); wait > 0 {
+			res.RetryAfter = wait
+		}
 		return d.applyRuntime(ctx, cur, target, sp, res, "served through spare backends: "+strings.Join(taken, ", "))
 	}
 	if d.running.Load() && d.cur != nil && d.opts.MinReloadInterval > 0 && !d.lastReload.IsZero() {
@@ -194,11 +203,14 @@ func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePl
 		}
 		return res, err
 	}
-	// Quarantine may have taken back what made the reload necessary.
-	if p = plan(d.cur, target, d.rend, d.dirty); !p.reload() {
+	// Quarantine may have taken back what made the reload necessary
+	// (unless that is giving the spares back).
+	if np := plan(d.cur, target, d.rend, d.dirty); np.reload() {
+		p = np
+	} else if !p.spares {
 		// The live HAProxy keeps its spares.
 		target.spares = cur.spares
-		return d.applyRuntime(ctx, cur, target, p, res, "structural change quarantined")
+		return d.applyRuntime(ctx, cur, target, np, res, "structural change quarantined")
 	}
 	if err := d.writeFiles(target, cfg, true, false); err != nil {
 		// What is on disk is now neither cur nor target: the next Apply

@@ -28,6 +28,8 @@ type changePlan struct {
 	// cfgChanged: haproxy.cfg changes beyond server slots although no
 	// reload is needed (a backend served through a spare).
 	cfgChanged bool
+	// spares: the reload gives the spare backends back (spare.go).
+	spares bool
 }
 
 // reload reports whether the plan needs a reload.

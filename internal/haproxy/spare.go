@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
@@ -24,7 +25,9 @@ import (
 // whatever other reason) loads that, and the spares are free again. No
 // reload is made only to rename a backend; until one comes, HAProxy's
 // statistics show the backend under the spare's name. When the spares run
-// out, the next new backend reloads as before.
+// out, the next new backend reloads as before; so that a burst finds
+// spares, the backends on spares take their own names by a reload once
+// half the spares are taken and no spare was taken for spareRefreshDelay.
 
 // pathMaps are the maps whose values the live HAProxy sees renamed to
 // spares (liveCommands).
@@ -37,8 +40,11 @@ const (
 	// spareCount spares are declared: enough for a burst of new Services
 	// between two reloads, few enough to cost nothing (servers in
 	// maintenance, no health checks running).
-	spareCount  = 16
+	spareCount  = 32
 	sparePrefix = "SPARE_"
+	// spareRefreshDelay lets a burst of new Services end before the
+	// reload that gives the spares back.
+	spareRefreshDelay = 10 * time.Second
 )
 
 // spareSet is the spares a configuration declares: count backends of spec
@@ -169,6 +175,16 @@ func (d *Driver) spareCommands(cur, target *state) (p changePlan, live map[strin
 	p.tlsPre, p.tlsPost = d.rend.tlsCommands(cur, target)
 	p.cfgChanged = true
 	return p, live, true
+}
+
+// spareRefresh says whether the reload that gives the spares back is
+// due, or else how long until it is (0: none planned).
+func (d *Driver) spareRefresh() (due bool, wait time.Duration) {
+	if len(d.live) < spareCount/2 || !d.running.Load() {
+		return false, 0
+	}
+	wait = spareRefreshDelay - d.now().Sub(d.spareTaken)
+	return wait <= 0, max(wait, 0)
 }
 
 // routedElsewhere reports whether a map other than the path maps names

@@ -158,3 +158,29 @@ func TestIntegrationSpareBackend(t *testing.T) {
 		t.Fatalf("new.test after an endpoint change: %d %q %v", code, body, err)
 	}
 }
+
+// TestSparesGivenBack: once half the spares are taken, a reload gives
+// them back after a pause in new backends, not before.
+func TestSparesGivenBack(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	mustApply(t, u.Driver, manyBackends(spareMinBackends))
+	var added []*model.Backend
+	for i := range spareCount / 2 {
+		added = append(added, oneBackend(fmt.Sprintf("ns_new%d_80", i), 2, eps("198.18.9.1")))
+	}
+	want := manyBackends(spareMinBackends, added...)
+	r0 := u.master.count()
+	res := mustApply(t, u.Driver, want)
+	if res.Reloaded || len(u.live) != spareCount/2 || res.RetryAfter != spareRefreshDelay {
+		t.Fatalf("taking half the spares: %+v, live %d", res, len(u.live))
+	}
+	u.clock.t = u.clock.t.Add(spareRefreshDelay / 2)
+	if res := mustApply(t, u.Driver, want); res.Reloaded || res.RetryAfter != spareRefreshDelay/2 {
+		t.Fatalf("before the pause is over: %+v", res)
+	}
+	u.clock.t = u.clock.t.Add(spareRefreshDelay / 2)
+	res = mustApply(t, u.Driver, want)
+	if !res.Reloaded || res.ReloadReason != ReloadBackends || u.master.count() != r0+1 || len(u.live) != 0 || res.RetryAfter != 0 {
+		t.Fatalf("after the pause: %+v, live %d", res, len(u.live))
+	}
+}
