@@ -262,6 +262,7 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 // in place: an unchanged backend's entry is shared with cur.
 func detach(cur, target *state, name string) *backend {
 	tb := target.backends[name]
+	target.rewritten = true
 	if cur != nil && cur.backends[name] == tb {
 		c := *tb
 		tb = &c
@@ -464,8 +465,12 @@ func serverCommands(cur, next *state) []string {
 	// withSlots hands an unchanged backend its current assignment itself:
 	// only the others are compared and sorted, not thousands of backends.
 	var changed []string
-	for name, nb := range next.backends {
-		cb := cur.backends[name]
+	names, ok := next.changedSince(cur)
+	if !ok {
+		names = slices.Collect(maps.Keys(next.backends))
+	}
+	for _, name := range names {
+		cb, nb := cur.backends[name], next.backends[name]
 		if cb == nil || cb == nb || sameSlots(cb.slots, nb.slots) {
 			continue
 		}

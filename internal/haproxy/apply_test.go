@@ -486,3 +486,45 @@ func TestUnchangedBackendReused(t *testing.T) {
 		t.Error("a changed backend was taken for unchanged")
 	}
 }
+
+// TestDesiredStateQuickPath: with the same backends in the same order and
+// one changed, desiredStateMemo looks at the changed one only, and gives
+// what a fresh desiredState gives, problems included and in order.
+func TestDesiredStateQuickPath(t *testing.T) {
+	a := oneBackend("ns_a_80", 4, eps("198.18.0.1"))
+	bad := oneBackend("ns_b_80", 4, []model.Endpoint{{Address: "198.18.0.3", Port: 8080}, {Address: "not-an-ip", Port: 8080}})
+	c := oneBackend("ns_c_80", 4, eps("198.18.0.4"))
+	for _, tc := range []struct {
+		name  string
+		extra *model.Backend
+		quick bool
+	}{
+		{"same backends", nil, true},
+		{"one left out", &model.Backend{Name: "Not Valid", Namespace: "ns", Service: "x"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := desired(a, bad, c)
+			if tc.extra != nil {
+				first.Backends = append(first.Backends, tc.extra)
+			}
+			var memo checkMemo
+			st, _ := desiredStateMemo(first, &memo, nil, nil)
+			index := reflect.ValueOf(memo.backends).UnsafePointer()
+
+			c2 := oneBackend("ns_c_80", 4, eps("198.18.0.5"))
+			next := &model.Desired{Backends: slices.Clone(first.Backends), Maps: first.Maps}
+			next.Backends[2] = c2
+			got, gotProblems := desiredStateMemo(next, &memo, st, nil)
+			fresh, freshProblems := desiredState(next)
+			if !reflect.DeepEqual(got.backends, fresh.backends) || !reflect.DeepEqual(got.maps, fresh.maps) || !reflect.DeepEqual(gotProblems, freshProblems) {
+				t.Fatalf("memoized %v / %v, fresh %v / %v", got.backends, gotProblems, fresh.backends, freshProblems)
+			}
+			if got.backends["ns_a_80"] != st.backends["ns_a_80"] || got.backends["ns_c_80"].endpoints[0].Address != "198.18.0.5" {
+				t.Fatal("unchanged entry not reused, or changed one not made afresh")
+			}
+			if quick := reflect.ValueOf(memo.backends).UnsafePointer() == index; quick != tc.quick {
+				t.Errorf("quick path taken: %v, want %v", quick, tc.quick)
+			}
+		})
+	}
+}

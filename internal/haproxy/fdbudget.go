@@ -84,6 +84,7 @@ func fdBudget(st *state, limit int) (note string) {
 			nb.spec.Check = false
 			st.backends[name] = &nb
 		}
+		st.rewritten = true
 		note = fmt.Sprintf("%d health-checked server slots do not fit in the file descriptor limit of %d next to %d connections: health checks are off until the limit is raised (LimitNOFILE) or there are fewer endpoints", checked, limit, minMaxconn)
 		room = limit - fdReserve
 	}

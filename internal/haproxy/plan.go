@@ -120,10 +120,19 @@ func structuralChanges(a, b *state) []change {
 	// Only the backends that changed are sorted (for a stable order): at
 	// thousands of backends, sorting all names was most of a plan's cost.
 	var changed, slotted []string
-	for n, bb := range b.backends {
-		ab, ok := a.backends[n]
-		if !ok || ab != bb && ab.spec != bb.spec {
-			changed = append(changed, n)
+	if names, ok := b.changedSince(a); ok {
+		// The same backends, only these made afresh.
+		for _, n := range names {
+			if a.backends[n].spec != b.backends[n].spec {
+				changed = append(changed, n)
+			}
+		}
+	} else {
+		for n, bb := range b.backends {
+			ab, ok := a.backends[n]
+			if !ok || ab != bb && ab.spec != bb.spec {
+				changed = append(changed, n)
+			}
 		}
 	}
 	slices.Sort(changed)
@@ -140,9 +149,11 @@ func structuralChanges(a, b *state) []change {
 		}
 	}
 	var removed []string
-	for n := range a.backends {
-		if _, ok := b.backends[n]; !ok {
-			removed = append(removed, n)
+	if _, ok := b.changedSince(a); !ok {
+		for n := range a.backends {
+			if _, ok := b.backends[n]; !ok {
+				removed = append(removed, n)
+			}
 		}
 	}
 	slices.Sort(removed)
