@@ -98,6 +98,7 @@ func (r renderer) config(st *state, cache *renderCache) (string, error) {
 		b.WriteString(t)
 	}
 	cache.prune(st)
+	cache.size = b.Len()
 	return b.String(), nil
 }
 
@@ -150,6 +151,8 @@ type renderCache struct {
 	// names are the last config's backend names, sorted: reused while the
 	// set is the same, which is every change but a backend added or removed.
 	names []string
+	// size is the last config's length.
+	size int
 }
 
 // sortedNames returns the backend names of st and builtin404, sorted.
@@ -576,6 +579,8 @@ func Render(o Options, want *model.Desired) (map[string][]byte, error) {
 	st, _ := desiredState(want)
 	fdBudget(st, o.FDLimit)
 	withSlots(emptyState(), st)
+	// What the daemon's first configuration would hold.
+	st.spares = chooseSpares(st)
 	cfg, err := r.config(st, nil)
 	if err != nil {
 		return nil, err

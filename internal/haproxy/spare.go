@@ -142,7 +142,7 @@ func (d *Driver) spareCommands(cur, target *state) (p changePlan, live map[strin
 			free = append(free, n)
 		}
 	}
-	if len(added) > len(free) {
+	if len(added) > len(free) || !d.spareRoom(len(added)) {
 		return p, nil, false
 	}
 	slices.Sort(added)
@@ -185,6 +185,18 @@ func (d *Driver) spareRefresh() (due bool, wait time.Duration) {
 	}
 	wait = spareRefreshDelay - d.now().Sub(d.spareTaken)
 	return wait <= 0, max(wait, 0)
+}
+
+// spareRoom reports whether n backends of the spares' shape fit in
+// MaxConfigSize, which is otherwise checked on the configuration a reload
+// renders: the last rendered size and twice a spare section's, for the
+// longer names and the server addresses.
+func (d *Driver) spareRoom(n int) bool {
+	if d.opts.MaxConfigSize <= 0 {
+		return true
+	}
+	e, ok := d.cache.entries[spareName(0)]
+	return ok && d.cache.size+2*n*len(e.text) <= d.opts.MaxConfigSize
 }
 
 // routedElsewhere reports whether a map other than the path maps names

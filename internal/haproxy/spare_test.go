@@ -184,3 +184,23 @@ func TestSparesGivenBack(t *testing.T) {
 		t.Fatalf("after the pause: %+v, live %d", res, len(u.live))
 	}
 }
+
+// TestSpareWithinMaxConfigSize: a spare is not taken when the backend
+// could push haproxy.cfg past MaxConfigSize; the reload path checks it.
+func TestSpareWithinMaxConfigSize(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		margin int
+		spare  bool
+	}{{"room", 1 << 20, true}, {"no room", 150, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnitDriver(t, Options{})
+			mustApply(t, u.Driver, manyBackends(spareMinBackends))
+			u.opts.MaxConfigSize = u.cache.size + tc.margin
+			res := mustApply(t, u.Driver, manyBackends(spareMinBackends, oneBackend("ns_new_80", 2, eps("198.18.9.1"))))
+			if res.Reloaded == tc.spare || (len(u.live) == 1) != tc.spare {
+				t.Fatalf("reloaded %v, live %v; want a spare: %v", res.Reloaded, u.live, tc.spare)
+			}
+		})
+	}
+}
