@@ -167,11 +167,14 @@ func TestStickySessions(t *testing.T) {
 		}
 		return nil
 	})
-	if after := d.slotOf(pinned.IP.String()); after == slotBefore || after == "" {
-		t.Fatalf("pinned pod in slot %q before and %q after the churn; want another slot", slotBefore, after)
-	} else {
-		t.Logf("pinned pod moved from %s to %s", slotBefore, after)
-	}
+	// haproxy.cfg gets server addresses changed at runtime once changes
+	// pause.
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if after := d.slotOf(pinned.IP.String()); after == slotBefore || after == "" {
+			return fmt.Errorf("pinned pod in slot %q before and %q after the churn; want another slot", slotBefore, after)
+		}
+		return nil
+	})
 	stays("after its pod moved to another slot")
 
 	// A reload (a structural change elsewhere in the backend).

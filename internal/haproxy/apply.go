@@ -34,7 +34,13 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 
-	target, problems := desiredStateMemo(want, &d.memo)
+	// Unchanged backends keep the entries of what the files hold, unless
+	// the descriptor budget rewrote those (their checks turned off).
+	from := d.cur
+	if d.fdNote != "" {
+		from = nil
+	}
+	target, problems := desiredStateMemo(want, &d.memo, from, d.rejected)
 	for _, p := range problems {
 		d.log.Debug("desired value dropped", "object", p.Object.String(), "message", p.Message)
 	}
@@ -47,10 +53,30 @@ func (d *Driver) Apply(ctx context.Context, want *model.Desired) (Result, error)
 	res.Quarantined = append(res.Quarantined, d.screenCerts(ctx, cur, target)...)
 	d.fitFDs(target)
 	withSlots(cur, target)
+	target.spares = cur.spares
 
 	p := plan(d.cur, target, d.rend, d.dirty)
 	if !p.reload() {
-		return d.applyRuntime(ctx, cur, target, p, res, "")
+		due, wait := d.spareRefresh()
+		if !due {
+			res.RetryAfter = wait
+			return d.applyRuntime(ctx, cur, target, p, res, "")
+		}
+		// A reload carries every change, so the plan has no commands.
+		p = changePlan{spares: true, changes: []change{{ReloadBackends, fmt.Sprintf("%d backends on spare backends take their own names", len(d.live))}}}
+	}
+	if sp, live, ok := d.spareCommands(cur, target); ok {
+		var taken []string
+		for _, n := range slices.Sorted(maps.Keys(live)) {
+			if _, before := d.live[n]; !before {
+				taken = append(taken, n+" as "+live[n])
+			}
+		}
+		d.live, d.spareTaken = live, d.now()
+		if _, wait := d.spareRefresh(); wait > 0 {
+			res.RetryAfter = wait
+		}
+		return d.applyRuntime(ctx, cur, target, sp, res, "served through spare backends: "+strings.Join(taken, ", "))
 	}
 	if d.running.Load() && d.cur != nil && d.opts.MinReloadInterval > 0 && !d.lastReload.IsZero() {
 		if wait := d.opts.MinReloadInterval - d.now().Sub(d.lastReload); wait > 0 {
@@ -85,7 +111,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 	}
 
 	if !d.running.Load() {
-		if err := d.writeFiles(next, "", len(p.servers) > 0); err != nil {
+		if err := d.writeFiles(next, "", len(p.servers) > 0 || p.cfgChanged, false); err != nil {
 			return res, err
 		}
 		res.Reason = "files written, haproxy not running: " + summary
@@ -134,7 +160,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 		}
 		return res, nil
 	}
-	if err := d.writeFiles(next, "", len(p.servers) > 0); err != nil {
+	if err := d.writeFiles(next, "", len(p.servers) > 0 || p.cfgChanged, true); err != nil {
 		// The live HAProxy is ahead of the files: forget what the files
 		// hold so the next Apply renders, checks and reloads everything.
 		d.cur = nil
@@ -152,7 +178,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 // which have the same structure, are the same.
 func sameFiles(a, b *state) bool {
 	for _, name := range mapNames {
-		if !maps.Equal(a.maps[name], b.maps[name]) {
+		if !mapsEqual(a.maps[name], b.maps[name]) {
 			return false
 		}
 	}
@@ -165,6 +191,7 @@ func sameFiles(a, b *state) bool {
 // writes it and reloads; p is the plan from cur to target.
 func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePlan, res Result) (Result, error) {
 	res.ReloadReason = p.reason()
+	target.spares = chooseSpares(target)
 	target, quarantined, cfg, err := d.validated(ctx, cur, target)
 	res.Quarantined = append(res.Quarantined, quarantined...)
 	if err != nil {
@@ -176,11 +203,16 @@ func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePl
 		}
 		return res, err
 	}
-	// Quarantine may have taken back what made the reload necessary.
-	if p = plan(d.cur, target, d.rend, d.dirty); !p.reload() {
-		return d.applyRuntime(ctx, cur, target, p, res, "structural change quarantined")
+	// Quarantine may have taken back what made the reload necessary
+	// (unless that is giving the spares back).
+	if np := plan(d.cur, target, d.rend, d.dirty); np.reload() {
+		p = np
+	} else if !p.spares {
+		// The live HAProxy keeps its spares.
+		target.spares = cur.spares
+		return d.applyRuntime(ctx, cur, target, np, res, "structural change quarantined")
 	}
-	if err := d.writeFiles(target, cfg, true); err != nil {
+	if err := d.writeFiles(target, cfg, true, false); err != nil {
 		// What is on disk is now neither cur nor target: the next Apply
 		// writes everything and reloads to recover.
 		d.cur = nil
@@ -214,6 +246,7 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 			delete(d.rejected, name)
 			continue
 		}
+		tb = detach(cur, target, name)
 		tb.spec = fallbackSpec(cur, tb.spec)
 		if r.tooLarge {
 			out = append(out, sizeProblem(cur, r.spec, r.reason))
@@ -223,6 +256,19 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 	}
 	slices.SortFunc(out, func(a, b model.Problem) int { return strings.Compare(a.Message, b.Message) })
 	return out
+}
+
+// detach gives target its own entry for backend name before it is changed
+// in place: an unchanged backend's entry is shared with cur.
+func detach(cur, target *state, name string) *backend {
+	tb := target.backends[name]
+	target.rewritten = true
+	if cur != nil && cur.backends[name] == tb {
+		c := *tb
+		tb = &c
+		target.backends[name] = tb
+	}
+	return tb
 }
 
 // fallbackSpec is the last good version of a backend, or an empty backend
@@ -295,6 +341,13 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 			}
 			kind, name, reason := blame(cfg, alert)
 			switch {
+			case kind == "backend" && strings.HasPrefix(name, sparePrefix) && target.spares.count > 0:
+				// The spares copy the settings of real backends, which
+				// take the blame themselves; without spares, the next
+				// check says.
+				d.log.Warn("spare backends left out", "reason", reason)
+				target.spares = spareSet{}
+				blamed = true
 			case kind == "backend" && target.backends[name] != nil:
 				tb := target.backends[name]
 				fb := fallbackSpec(cur, tb.spec)
@@ -309,6 +362,7 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 				}
 				problems = append(problems, quarantineProblem(cur, tb.spec, fb, reason))
 				d.log.Warn("backend quarantined", "backend", name, "service", tb.spec.Namespace+"/"+tb.spec.Service, "reason", reason)
+				tb = detach(cur, target, name)
 				tb.spec = fb
 				var prev []slot
 				if cb, ok := cur.backends[name]; ok {
@@ -337,10 +391,23 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 }
 
 // writeFiles makes the config directory hold next; cfg is the rendered
-// next when already at hand, and renderCfg asks for it when haproxy.cfg may
-// have changed (with the same structure and slots it does not).
-func (d *Driver) writeFiles(next *state, cfg string, renderCfg bool) error {
-	if cfg == "" && (renderCfg || d.cur == nil) {
+// next when already at hand, and renderCfg says haproxy.cfg may have
+// changed (with the same structure and slots it does not). With lazy, a
+// haproxy.cfg that differs from next in server addresses and states only
+// is left to flushConfig.
+//
+// Why lazy: at thousands of backends, rendering and writing the whole
+// haproxy.cfg (megabytes) was most of an endpoint change's cost, while the
+// live HAProxy has the change from the Runtime API already and reads the
+// file only when it reloads or starts. The file is therefore written off
+// the hot path (flushDelay) and always before a reload or start
+// (reload, start), so neither ever loads a stale one. A server-state-file
+// would keep the addresses out of haproxy.cfg instead, but then the file
+// alone would no longer describe what HAProxy serves, and HAProxy applies
+// such a file only where server names and ids line up.
+func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error {
+	stale := d.cfgStale || renderCfg || d.cur == nil
+	if cfg == "" && stale && (!lazy || d.cur == nil) {
 		var err error
 		if cfg, err = d.rend.config(next, d.cache); err != nil {
 			return err
@@ -352,6 +419,31 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg bool) error {
 	d.cur = next
 	d.fromApply = true
 	d.diskGen++
+	d.cfgStale = cfg == "" && stale
+	if d.cfgStale {
+		select {
+		case d.flushReq <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// flushConfig writes the haproxy.cfg that writeFiles left for later.
+func (d *Driver) flushConfig() error {
+	if !d.cfgStale || d.cur == nil {
+		return nil
+	}
+	start := time.Now()
+	cfg, err := d.rend.config(d.cur, d.cache)
+	if err != nil {
+		return err
+	}
+	if err := d.sync(map[string]file{configFile: {data: []byte(cfg), mode: 0o640}}, false); err != nil {
+		return err
+	}
+	d.cfgStale = false
+	d.log.Debug("haproxy.cfg written with the server addresses applied at runtime", "bytes", len(cfg), "took", time.Since(start).Round(time.Microsecond))
 	return nil
 }
 
@@ -373,9 +465,13 @@ func serverCommands(cur, next *state) []string {
 	// withSlots hands an unchanged backend its current assignment itself:
 	// only the others are compared and sorted, not thousands of backends.
 	var changed []string
-	for name, nb := range next.backends {
-		cb := cur.backends[name]
-		if cb == nil || sameSlots(cb.slots, nb.slots) {
+	names, ok := next.changedSince(cur)
+	if !ok {
+		names = slices.Collect(maps.Keys(next.backends))
+	}
+	for _, name := range names {
+		cb, nb := cur.backends[name], next.backends[name]
+		if cb == nil || cb == nb || sameSlots(cb.slots, nb.slots) {
 			continue
 		}
 		changed = append(changed, name)
@@ -423,7 +519,7 @@ func sameSlots(a, b []slot) bool {
 // route finds its servers ready), then the bulk map replacements.
 func (d *Driver) execRuntime(ctx context.Context, next *state, srvCmds, mapCmds, bulk []string) (int, error) {
 	n := 0
-	if cmds := append(slices.Clip(srvCmds), mapCmds...); len(cmds) > 0 {
+	if cmds := d.liveCommands(append(slices.Clip(srvCmds), mapCmds...)); len(cmds) > 0 {
 		out, err := d.rt.Execute(ctx, cmds)
 		n += len(out)
 		if err != nil {
@@ -445,7 +541,7 @@ func (d *Driver) execRuntime(ctx context.Context, next *state, srvCmds, mapCmds,
 		m := next.maps[name]
 		cmds := make([]string, 0, len(m)+1)
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			cmds = append(cmds, "add map "+ver+" "+path+" "+k+" "+m[k])
+			cmds = append(cmds, d.liveCommand("add map "+ver+" "+path+" "+k+" "+m[k]))
 		}
 		cmds = append(cmds, "commit map "+ver+" "+path)
 		out, err = d.rt.Execute(ctx, cmds)
@@ -461,6 +557,9 @@ func (d *Driver) execRuntime(ctx context.Context, next *state, srvCmds, mapCmds,
 // new configuration answers on the stats socket. HAProxy keeps the old
 // worker when the new configuration fails to load; that is an error here.
 func (d *Driver) reload(ctx context.Context) error {
+	if err := d.flushConfig(); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.ReloadTimeout)
 	defer cancel()
 	before, err := d.master.ShowProc(ctx)
@@ -521,6 +620,7 @@ func (d *Driver) reload(ctx context.Context) error {
 		d.lastReload = d.now()
 		d.loadedGen = d.diskGen
 		d.dirty = false
+		d.live = nil
 		return nil
 	}
 }

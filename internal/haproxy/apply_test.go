@@ -3,6 +3,7 @@ package haproxy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -80,7 +81,16 @@ func mustApply(t *testing.T, d *Driver, want *model.Desired) Result {
 	return res
 }
 
+// readConfig reads haproxy.cfg as HAProxy would load it: with what a
+// runtime change left for later written.
 func readConfig(t *testing.T, d *Driver) string {
+	t.Helper()
+	d.flushLocked()
+	return readConfigFile(t, d)
+}
+
+// readConfigFile reads haproxy.cfg as it is on disk now.
+func readConfigFile(t *testing.T, d *Driver) string {
 	t.Helper()
 	b, err := os.ReadFile(d.paths.config)
 	if err != nil {
@@ -116,10 +126,18 @@ func TestApplyEndpointsAtRuntime(t *testing.T) {
 	if res.RuntimeOps != len(want) {
 		t.Errorf("RuntimeOps = %d, want %d", res.RuntimeOps, len(want))
 	}
+	// haproxy.cfg is not rewritten on the hot path; it is written before
+	// the next reload (or start, or after a pause).
+	if cfg := readConfigFile(t, u.Driver); !strings.Contains(cfg, "server SRV_1 198.18.0.1:8080\n") || !u.cfgStale {
+		t.Errorf("config on disk rewritten by a runtime change (stale %v):\n%s", u.cfgStale, cfg)
+	}
+	if err := u.reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	cfg := readConfig(t, u.Driver)
 	for _, line := range []string{"server SRV_1 198.18.0.3:8080\n", "server SRV_2 198.18.0.2:8080 disabled\n", "server SRV_3 198.18.0.4:9090\n", "server SRV_4 127.0.0.1:1 disabled\n"} {
 		if !strings.Contains(cfg, line) {
-			t.Errorf("config on disk lacks %q:\n%s", line, cfg)
+			t.Errorf("config on disk before the reload lacks %q:\n%s", line, cfg)
 		}
 	}
 
@@ -164,7 +182,9 @@ func TestApplyMapsAtRuntime(t *testing.T) {
 		t.Fatalf("map file not updated:\n%s", b2)
 	}
 
-	// A large change goes out as one atomic replacement.
+	// A large change goes out as one atomic replacement. A Desired is
+	// read-only once applied: the change comes in a new map.
+	want.Maps[model.MapExact] = maps.Clone(want.Maps[model.MapExact])
 	for i := range bulkMapOps + 1 {
 		want.Maps[model.MapExact][fmt.Sprintf("h%d.test/", i)] = "ns_a_80"
 	}
@@ -401,7 +421,7 @@ func TestDesiredStateMemo(t *testing.T) {
 	want := desired(a, bad)
 	var memo checkMemo
 	for i := range 2 {
-		got, gotProblems := desiredStateMemo(want, &memo)
+		got, gotProblems := desiredStateMemo(want, &memo, nil, nil)
 		fresh, freshProblems := desiredState(want)
 		if !reflect.DeepEqual(got.backends, fresh.backends) || !reflect.DeepEqual(gotProblems, freshProblems) {
 			t.Fatalf("pass %d: memoized state %v / %v, fresh %v / %v", i, got.backends, gotProblems, fresh.backends, freshProblems)
@@ -412,11 +432,99 @@ func TestDesiredStateMemo(t *testing.T) {
 	}
 	a.Endpoints[0] = model.Endpoint{Address: "198.18.0.9", Port: 8080}
 	a.Endpoints = a.Endpoints[:1]
-	got, _ := desiredStateMemo(want, &memo)
+	got, _ := desiredStateMemo(want, &memo, nil, nil)
 	if eps := got.backends["ns_a_80"].endpoints; len(eps) != 1 || eps[0].Address != "198.18.0.9" {
 		t.Fatalf("replaced endpoints: %v", eps)
 	}
-	if len(memo.eps) != 2 {
-		t.Errorf("memo holds %d endpoint lists, want the 2 of the last call", len(memo.eps))
+	if len(memo.backends) != 2 {
+		t.Errorf("memo holds %d backends, want the 2 of the last call", len(memo.backends))
+	}
+}
+
+// TestUnchangedBackendReused: a backend the model hands over as the same
+// pointer keeps its entry (no check, no slot assignment, no commands), the
+// maps handed over unchanged are not checked again, and the result is what
+// a driver that never saw the earlier Desired writes.
+func TestUnchangedBackendReused(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	a, b := oneBackend("ns_a_80", 2, eps("198.18.0.1")), oneBackend("ns_b_80", 2, eps("198.18.0.2"))
+	first := desired(a, b)
+	mustApply(t, u.Driver, first)
+	entryA, exact := u.cur.backends["ns_a_80"], u.cur.maps[model.MapExact]
+	u.rt.take()
+
+	b2 := oneBackend("ns_b_80", 2, eps("198.18.0.3"))
+	next := &model.Desired{Backends: []*model.Backend{a, b2}, Maps: first.Maps}
+	res := mustApply(t, u.Driver, next)
+	if res.Reloaded {
+		t.Fatalf("endpoint change reloaded: %+v", res)
+	}
+	want := []string{"set server ns_b_80/SRV_1 addr 198.18.0.3 port 8080", "set server ns_b_80/SRV_1 state ready"}
+	if got := u.rt.take(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("commands %v, want %v", got, want)
+	}
+	if u.cur.backends["ns_a_80"] != entryA {
+		t.Error("the unchanged backend got a new entry")
+	}
+	if !sameMap(u.cur.maps[model.MapExact], exact) {
+		t.Error("the unchanged map was checked and copied again")
+	}
+
+	fresh := newUnitDriver(t, Options{})
+	mustApply(t, fresh.Driver, next)
+	norm := func(d *unitDriver) string {
+		return strings.NewReplacer(d.opts.ConfigDir, "CONFIG", d.opts.RuntimeDir, "RUN").Replace(readConfig(t, d.Driver))
+	}
+	if got, want := norm(u), norm(fresh); got != want {
+		t.Fatalf("config after reuse:\n%s\nwant:\n%s", got, want)
+	}
+	// A new Backend for the same name is checked again.
+	a2 := *a
+	a2.Endpoints = eps("198.18.0.4")
+	mustApply(t, u.Driver, &model.Desired{Backends: []*model.Backend{&a2, b2}, Maps: first.Maps})
+	if u.cur.backends["ns_a_80"] == entryA || !slices.Contains(u.rt.take(), "set server ns_a_80/SRV_1 addr 198.18.0.4 port 8080") {
+		t.Error("a changed backend was taken for unchanged")
+	}
+}
+
+// TestDesiredStateQuickPath: with the same backends in the same order and
+// one changed, desiredStateMemo looks at the changed one only, and gives
+// what a fresh desiredState gives, problems included and in order.
+func TestDesiredStateQuickPath(t *testing.T) {
+	a := oneBackend("ns_a_80", 4, eps("198.18.0.1"))
+	bad := oneBackend("ns_b_80", 4, []model.Endpoint{{Address: "198.18.0.3", Port: 8080}, {Address: "not-an-ip", Port: 8080}})
+	c := oneBackend("ns_c_80", 4, eps("198.18.0.4"))
+	for _, tc := range []struct {
+		name  string
+		extra *model.Backend
+		quick bool
+	}{
+		{"same backends", nil, true},
+		{"one left out", &model.Backend{Name: "Not Valid", Namespace: "ns", Service: "x"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := desired(a, bad, c)
+			if tc.extra != nil {
+				first.Backends = append(first.Backends, tc.extra)
+			}
+			var memo checkMemo
+			st, _ := desiredStateMemo(first, &memo, nil, nil)
+			index := reflect.ValueOf(memo.backends).UnsafePointer()
+
+			c2 := oneBackend("ns_c_80", 4, eps("198.18.0.5"))
+			next := &model.Desired{Backends: slices.Clone(first.Backends), Maps: first.Maps}
+			next.Backends[2] = c2
+			got, gotProblems := desiredStateMemo(next, &memo, st, nil)
+			fresh, freshProblems := desiredState(next)
+			if !reflect.DeepEqual(got.backends, fresh.backends) || !reflect.DeepEqual(got.maps, fresh.maps) || !reflect.DeepEqual(gotProblems, freshProblems) {
+				t.Fatalf("memoized %v / %v, fresh %v / %v", got.backends, gotProblems, fresh.backends, freshProblems)
+			}
+			if got.backends["ns_a_80"] != st.backends["ns_a_80"] || got.backends["ns_c_80"].endpoints[0].Address != "198.18.0.5" {
+				t.Fatal("unchanged entry not reused, or changed one not made afresh")
+			}
+			if quick := reflect.ValueOf(memo.backends).UnsafePointer() == index; quick != tc.quick {
+				t.Errorf("quick path taken: %v, want %v", quick, tc.quick)
+			}
+		})
 	}
 }

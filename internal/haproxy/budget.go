@@ -68,7 +68,7 @@ func (d *Driver) shrinkToBudget(cfg string, se *sizeError, cur, target *state) (
 		if excess <= 0 {
 			break
 		}
-		tb := target.backends[c.name]
+		tb := detach(cur, target, c.name)
 		fb := fallbackSpec(cur, tb.spec)
 		reason := se.Error()
 		d.rejected[c.name] = rejection{spec: tb.spec, reason: reason, tooLarge: true}

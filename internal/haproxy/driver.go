@@ -101,8 +101,9 @@ type Result struct {
 	// ReloadReason is why HAProxy was (or was to be) reloaded, one of the
 	// Reload* constants; empty when no reload was attempted.
 	ReloadReason string
-	// RetryAfter is set when a reload was deferred by MinReloadInterval:
-	// call Apply again (with the newest Desired) after this long.
+	// RetryAfter is set when a reload was deferred (by MinReloadInterval,
+	// or until changes pause to give spare backends back): call Apply
+	// again (with the newest Desired) after this long.
 	RetryAfter time.Duration
 	// Quarantined lists what HAProxy rejected (or would: configuration
 	// size): backends keep their last good version (or stay empty when
@@ -160,6 +161,16 @@ type Driver struct {
 	disk diskFiles
 	// fromApply is true once the files on disk came from Apply.
 	fromApply bool
+	// live names, for each backend the live HAProxy serves through a
+	// spare (spare.go), that spare; nil after a reload or start.
+	live map[string]string
+	// spareTaken is when a spare was last taken.
+	spareTaken time.Time
+	// cfgStale: haproxy.cfg lags behind cur in server addresses and
+	// states, which the live HAProxy has from the Runtime API (writeFiles).
+	cfgStale bool
+	// flushReq asks Run to write haproxy.cfg soon (buffered, one).
+	flushReq chan struct{}
 	// diskGen counts file writes; loadedGen is the generation the live
 	// HAProxy loaded (at start or at the last confirmed reload).
 	diskGen, loadedGen uint64
@@ -227,6 +238,7 @@ func New(o Options) (*Driver, error) {
 	d := &Driver{
 		sandbox:  sb,
 		changed:  make(chan struct{}, 1),
+		flushReq: make(chan struct{}, 1),
 		opts:     o,
 		log:      o.Logger,
 		version:  v,

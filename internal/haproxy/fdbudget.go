@@ -78,9 +78,13 @@ func fdBudget(st *state, limit int) (note string) {
 	}
 	room := limit - fdReserve - checked
 	if room < 2*minMaxconn && checked > 0 {
-		for _, b := range st.backends {
-			b.spec.Check = false
+		for name, b := range st.backends {
+			// A copy: the entry may be shared with the running state.
+			nb := *b
+			nb.spec.Check = false
+			st.backends[name] = &nb
 		}
+		st.rewritten = true
 		note = fmt.Sprintf("%d health-checked server slots do not fit in the file descriptor limit of %d next to %d connections: health checks are off until the limit is raised (LimitNOFILE) or there are fewer endpoints", checked, limit, minMaxconn)
 		room = limit - fdReserve
 	}

@@ -72,7 +72,7 @@ func (c *renderCache) mapFile(name string, m map[string]string) []byte {
 	if c == nil {
 		return mapFile(m)
 	}
-	if e, ok := c.maps[name]; ok && maps.Equal(e.m, m) {
+	if e, ok := c.maps[name]; ok && mapsEqual(e.m, m) {
 		return e.data
 	}
 	if c.maps == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -267,6 +268,7 @@ func TestIntegrationRouting(t *testing.T) {
 
 	// Many map changes at once go out as an atomic map replacement.
 	r0 := reloads(t, h.d)
+	want.Maps[model.MapPrefix] = maps.Clone(want.Maps[model.MapPrefix])
 	for i := range 2 * bulkMapOps {
 		want.Maps[model.MapPrefix][fmt.Sprintf("bulk%d.test/", i)] = "ns_b_80"
 	}
@@ -604,21 +606,26 @@ func alive(pid int) bool {
 // BenchmarkApplyEndpoints measures an endpoint change through the Runtime
 // API, with the files written after it, for configs of several sizes.
 func BenchmarkApplyEndpoints(b *testing.B) {
-	for _, n := range []int{100, 5000} {
+	for _, n := range []int{100, 5000, 10000} {
 		b.Run(fmt.Sprintf("backends=%d", n), func(b *testing.B) {
 			h := startHAProxy(b, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 			want := benchDesired(n)
 			applyOK(b, h.d, want)
 			be := want.Backends[0]
-			base := slices.Clone(be.Endpoints)
 			r0 := reloads(b, h.d)
 			ops := 0
 			b.ResetTimer()
 			for i := range b.N {
-				// Swap one endpoint for another: two servers change.
-				be.Endpoints = slices.Clone(base)
-				be.Endpoints[i%2] = model.Endpoint{Address: "127.0.0.1", Port: 20000 + i%1000}
-				res := applyOK(b, h.d, want)
+				// Swap one endpoint for another: two servers change. The
+				// change comes as the model makes it: a new Desired
+				// sharing every backend but the changed one.
+				nb := *be
+				nb.Endpoints = slices.Clone(be.Endpoints)
+				nb.Endpoints[i%2] = model.Endpoint{Address: "127.0.0.1", Port: 20000 + i%1000}
+				next := *want
+				next.Backends = slices.Clone(want.Backends)
+				next.Backends[0] = &nb
+				res := applyOK(b, h.d, &next)
 				ops += res.RuntimeOps
 			}
 			b.StopTimer()

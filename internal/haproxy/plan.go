@@ -25,6 +25,11 @@ type changePlan struct {
 	// tlsPre runs before servers and maps (a new host has its
 	// certificate before it is routed), tlsPost after.
 	tlsPre, tlsPost []runtimeStep
+	// cfgChanged: haproxy.cfg changes beyond server slots although no
+	// reload is needed (a backend served through a spare).
+	cfgChanged bool
+	// spares: the reload gives the spare backends back (spare.go).
+	spares bool
 }
 
 // reload reports whether the plan needs a reload.
@@ -55,7 +60,7 @@ func (p changePlan) summary() string {
 
 // empty reports whether the plan sends nothing at all.
 func (p changePlan) empty() bool {
-	return !p.reload() && len(p.servers)+len(p.maps)+len(p.bulk)+len(p.tlsPre)+len(p.tlsPost) == 0
+	return !p.reload() && !p.cfgChanged && len(p.servers)+len(p.maps)+len(p.bulk)+len(p.tlsPre)+len(p.tlsPost) == 0
 }
 
 // runtimeSummary counts the commands, for logs.
@@ -115,10 +120,19 @@ func structuralChanges(a, b *state) []change {
 	// Only the backends that changed are sorted (for a stable order): at
 	// thousands of backends, sorting all names was most of a plan's cost.
 	var changed, slotted []string
-	for n, bb := range b.backends {
-		ab, ok := a.backends[n]
-		if !ok || ab.spec != bb.spec {
-			changed = append(changed, n)
+	if names, ok := b.changedSince(a); ok {
+		// The same backends, only these made afresh.
+		for _, n := range names {
+			if a.backends[n].spec != b.backends[n].spec {
+				changed = append(changed, n)
+			}
+		}
+	} else {
+		for n, bb := range b.backends {
+			ab, ok := a.backends[n]
+			if !ok || ab != bb && ab.spec != bb.spec {
+				changed = append(changed, n)
+			}
 		}
 	}
 	slices.Sort(changed)
@@ -135,9 +149,11 @@ func structuralChanges(a, b *state) []change {
 		}
 	}
 	var removed []string
-	for n := range a.backends {
-		if _, ok := b.backends[n]; !ok {
-			removed = append(removed, n)
+	if _, ok := b.changedSince(a); !ok {
+		for n := range a.backends {
+			if _, ok := b.backends[n]; !ok {
+				removed = append(removed, n)
+			}
 		}
 	}
 	slices.Sort(removed)
@@ -177,7 +193,7 @@ func (r renderer) mapCommands(cur, next *state) (cmds, bulk []string) {
 	for _, name := range r.loadedMaps(next) {
 		path := r.mapPath(name)
 		old, nw := cur.maps[name], next.maps[name]
-		if maps.Equal(old, nw) {
+		if mapsEqual(old, nw) {
 			continue
 		}
 		var c []string

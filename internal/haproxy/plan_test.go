@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ func TestDisableHTTPMapChangeGoesLive(t *testing.T) {
 	u.rt.take()
 	r0 := u.master.count()
 
+	want.Maps[model.MapExact] = maps.Clone(want.Maps[model.MapExact])
 	want.Maps[model.MapExact]["new.test/"] = "ns_a_80"
 	res := mustApply(t, u.Driver, want)
 	if res.Reloaded || u.master.count() != r0 {
@@ -44,28 +46,29 @@ func TestReloadAfterFailedWriteIsRecovery(t *testing.T) {
 	mustApply(t, u.Driver, want)
 
 	// The maps directory turns into a file: every map write fails.
-	maps := u.paths.mapsDir
-	if err := os.Rename(maps, maps+".away"); err != nil {
+	mapsDir := u.paths.mapsDir
+	if err := os.Rename(mapsDir, mapsDir+".away"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(maps, nil, 0o600); err != nil {
+	if err := os.WriteFile(mapsDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	want.Maps[model.MapExact] = maps.Clone(want.Maps[model.MapExact])
 	want.Maps[model.MapExact]["new.test/"] = "ns_a_80"
 	if _, err := u.Apply(t.Context(), want); err == nil {
 		t.Fatal("Apply with an unwritable maps directory succeeded")
 	}
-	if err := os.Remove(maps); err != nil {
+	if err := os.Remove(mapsDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(maps+".away", maps); err != nil {
+	if err := os.Rename(mapsDir+".away", mapsDir); err != nil {
 		t.Fatal(err)
 	}
 	res := mustApply(t, u.Driver, want)
 	if !res.Reloaded || res.ReloadReason != ReloadRecovery {
 		t.Fatalf("after a failed write: reloaded %v reason %q, want a %s reload", res.Reloaded, res.ReloadReason, ReloadRecovery)
 	}
-	if _, err := os.Stat(filepath.Join(maps, model.MapExact+".map")); err != nil {
+	if _, err := os.Stat(filepath.Join(mapsDir, model.MapExact+".map")); err != nil {
 		t.Fatal(err)
 	}
 }

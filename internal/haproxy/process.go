@@ -18,11 +18,16 @@ import (
 )
 
 const (
-	minBackoff   = 100 * time.Millisecond
-	maxBackoff   = 10 * time.Second
-	stableAfter  = 30 * time.Second
-	startTimeout = 60 * time.Second
-	hardStopWait = 3 * time.Second
+	minBackoff  = 100 * time.Millisecond
+	maxBackoff  = 10 * time.Second
+	stableAfter = 30 * time.Second
+	// flushQuiet and flushMaxDelay bound how long haproxy.cfg lags behind
+	// runtime changes (writeFiles): it is written once changes pause for
+	// flushQuiet, and at the latest flushMaxDelay after the first one.
+	flushQuiet    = time.Second
+	flushMaxDelay = 10 * time.Second
+	startTimeout  = 60 * time.Second
+	hardStopWait  = 3 * time.Second
 )
 
 // process is one HAProxy master started by Run.
@@ -50,6 +55,7 @@ func (d *Driver) masterArg() string { return d.paths.masterSock + ",mode,600" }
 // running until ctx is cancelled; then it stops it and every worker. ready
 // (may be nil) is closed once HAProxy first answers on its sockets.
 func (d *Driver) Run(ctx context.Context, ready chan<- struct{}) error {
+	defer d.flushLocked()
 	adopted := d.adopt(ctx)
 	if adopted == nil {
 		if err := d.stopStale(); err != nil {
@@ -108,6 +114,15 @@ func (d *Driver) Run(ctx context.Context, ready chan<- struct{}) error {
 	}
 }
 
+// flushLocked is flushConfig for a caller that does not hold mu.
+func (d *Driver) flushLocked() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.flushConfig(); err != nil {
+		d.log.Error("write haproxy.cfg", "error", err)
+	}
+}
+
 // writeInitial writes an empty configuration unless Apply already wrote one.
 func (d *Driver) writeInitial() error {
 	d.mu.Lock()
@@ -120,7 +135,7 @@ func (d *Driver) writeInitial() error {
 	if err != nil {
 		return err
 	}
-	if err := d.writeFiles(st, cfg, true); err != nil {
+	if err := d.writeFiles(st, cfg, true, false); err != nil {
 		return err
 	}
 	d.fromApply = false
@@ -130,6 +145,10 @@ func (d *Driver) writeInitial() error {
 func (d *Driver) start() (*process, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.flushConfig(); err != nil {
+		return nil, err
+	}
+	d.live = nil
 	cmd := exec.Command(d.opts.Program, "-W", "-S", d.masterArg(), "-f", d.paths.config)
 	cmd.Dir = d.opts.ConfigDir
 	cmd.Env = haproxyEnv
@@ -166,6 +185,10 @@ func (d *Driver) supervise(ctx context.Context, p *process, signalReady func()) 
 	defer tick.Stop()
 	tickC := tick.C
 	deadline := time.Now().Add(startTimeout)
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	defer flush.Stop()
+	var firstPending time.Time
 	var health <-chan time.Time
 	if p.adopted {
 		p.lastAnswer = time.Now()
@@ -187,6 +210,15 @@ func (d *Driver) supervise(ctx context.Context, p *process, signalReady func()) 
 			d.markStopped()
 			d.killLeftovers()
 			return fmt.Errorf("master %d exited: %v", p.pid, p.waitErr)
+		case <-d.flushReq:
+			now := time.Now()
+			if firstPending.IsZero() {
+				firstPending = now
+			}
+			flush.Reset(max(0, min(flushQuiet, flushMaxDelay-now.Sub(firstPending))))
+		case <-flush.C:
+			firstPending = time.Time{}
+			d.flushLocked()
 		case <-health:
 			if !d.adoptedHealthy(ctx, p) {
 				d.markStopped()

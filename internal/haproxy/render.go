@@ -75,13 +75,21 @@ func (r renderer) config(st *state, cache *renderCache) (string, error) {
 		return "", err
 	}
 	names := cache.sortedNames(st)
-	texts := make([]string, len(names))
+	texts := make([]string, len(names), len(names)+st.spares.count)
 	size := len(head)
 	for i, name := range names {
 		if texts[i], err = cache.backend(r, name, st.backends[name]); err != nil {
 			return "", err
 		}
 		size += len(texts[i])
+	}
+	for i := range st.spares.count {
+		text, err := cache.backend(r, spareName(i), st.spares.backend(i))
+		if err != nil {
+			return "", err
+		}
+		texts = append(texts, text)
+		size += len(text)
 	}
 	var b strings.Builder
 	b.Grow(size)
@@ -90,6 +98,7 @@ func (r renderer) config(st *state, cache *renderCache) (string, error) {
 		b.WriteString(t)
 	}
 	cache.prune(st)
+	cache.size = b.Len()
 	return b.String(), nil
 }
 
@@ -142,6 +151,8 @@ type renderCache struct {
 	// names are the last config's backend names, sorted: reused while the
 	// set is the same, which is every change but a backend added or removed.
 	names []string
+	// size is the last config's length.
+	size int
 }
 
 // sortedNames returns the backend names of st and builtin404, sorted.
@@ -250,7 +261,7 @@ func (c *renderCache) backend(r renderer, name string, b *backend) (string, erro
 // prune forgets backends st does not have.
 func (c *renderCache) prune(st *state) {
 	for name := range c.entries {
-		if _, ok := st.backends[name]; !ok && name != builtin404 {
+		if _, ok := st.backends[name]; !ok && name != builtin404 && !strings.HasPrefix(name, sparePrefix) {
 			delete(c.entries, name)
 		}
 	}
@@ -568,6 +579,8 @@ func Render(o Options, want *model.Desired) (map[string][]byte, error) {
 	st, _ := desiredState(want)
 	fdBudget(st, o.FDLimit)
 	withSlots(emptyState(), st)
+	// What the daemon's first configuration would hold.
+	st.spares = chooseSpares(st)
 	cfg, err := r.config(st, nil)
 	if err != nil {
 		return nil, err

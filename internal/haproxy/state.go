@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,6 +26,27 @@ type state struct {
 	extras extras
 	// tls is the https frontend's certificates (tls.go).
 	tls tlsState
+	// spares are the spare backends (spare.go): chosen at each reload,
+	// they are no reason for one.
+	spares spareSet
+	// rewritten: entries were replaced after desiredState made the state
+	// (quarantine, descriptor budget), so it cannot be the base of a quick
+	// desiredState (reuseBackends).
+	rewritten bool
+	// base and changed: the state was made from base with only the
+	// backends named in changed made afresh (reuseBackends).
+	base    *state
+	changed []string
+}
+
+// changedSince returns the names of the backends that may differ between
+// base and st, when st was made from base by changing those alone; ok is
+// false when any backend may differ.
+func (st *state) changedSince(base *state) (names []string, ok bool) {
+	if base == nil || st.base != base || st.rewritten {
+		return nil, false
+	}
+	return st.changed, true
 }
 
 // backendSpec is the structural part of a backend: a change needs a reload.
@@ -117,6 +139,7 @@ func (s *state) clone() *state {
 		global:         s.global,
 		defaultBackend: s.defaultBackend,
 		extras:         s.extras,
+		spares:         s.spares,
 		tls:            s.tls.clone(),
 		backends:       make(map[string]*backend, len(s.backends)),
 		maps:           make(map[string]map[string]string, len(s.maps)),
@@ -169,17 +192,55 @@ func safePath(p string) bool {
 // reaches haproxy.cfg, the map files or the Runtime API (defence in depth,
 // the model validates too) and reports what it drops.
 func desiredState(want *model.Desired) (*state, []model.Problem) {
-	return desiredStateMemo(want, nil)
+	return desiredStateMemo(want, nil, nil, nil)
 }
 
-// checkMemo keeps the results of desiredState's costliest checks between
-// calls: which backend names are valid, and each backend's checked
-// endpoints with the list they came from. At 10,000 backends a change
-// leaves almost every list as it was: comparing it costs far less than
-// parsing and deduplicating every address again.
+// checkMemo keeps the results of desiredState's checks between calls, so
+// that a change costs work in proportion to what it changes, not to the
+// cluster: at 10,000 backends an endpoint change leaves all but one backend
+// and every map as they were.
 type checkMemo struct {
-	names map[string]bool
-	eps   map[string]checkedEndpoints // by backend name
+	backends map[string]memoBackend
+	maps     map[string]memoMap
+	// list is what each backend of the last call's want.Backends became
+	// (no entry: left out, for the problems said), target the state it
+	// made.
+	list   []memoBackend
+	target *state
+}
+
+// memoBackend is what desiredState made of one model backend.
+type memoBackend struct {
+	// src is the model's backend the entry was made from: the model hands
+	// over the same pointer for a backend that did not change.
+	src   *model.Backend
+	entry *backend
+	// problems are all the entry's problems, files the TLS files it adds.
+	problems []model.Problem
+	files    []tlsFile
+	eps      checkedEndpoints
+}
+
+type tlsFile struct {
+	path string
+	data []byte
+}
+
+// memoMap is one checked map and the model's map it was checked from.
+type memoMap struct {
+	src, m   map[string]string
+	problems []model.Problem
+}
+
+// sameMap reports whether a and b are the same map object (not merely equal).
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// mapsEqual is maps.Equal with a shortcut for the common case of a map
+// handed on unchanged.
+func mapsEqual(a, b map[string]string) bool {
+	return sameMap(a, b) || maps.Equal(a, b)
 }
 
 type checkedEndpoints struct {
@@ -211,8 +272,15 @@ func checkEndpoints(b *model.Backend, reject func(format string, args ...any)) [
 }
 
 // desiredStateMemo is desiredState reusing memo (nil: none), which then
-// holds this call's results only.
-func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Problem) {
+// holds this call's results only. A backend made from the same model
+// pointer as last time gets last time's entry itself when from (nil: none)
+// still holds that entry, and later steps skip it by pointer. When from is
+// the state the last call made, untouched, and want lists the same
+// backends in the same order, only the changed pointers are looked at
+// (reuseBackends): an endpoint change then costs a copy of the backend
+// index rather than thousands of lookups. Names in except are always made
+// afresh (HAProxy refused their last version, so from holds a fallback).
+func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except map[string]rejection) (*state, []model.Problem) {
 	st := emptyState()
 	var problems []model.Problem
 	reject := func(obj model.ObjectRef, format string, args ...any) {
@@ -231,56 +299,72 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 	var prev checkMemo
 	if memo != nil {
 		prev = *memo
-		*memo = checkMemo{names: make(map[string]bool, len(want.Backends)), eps: make(map[string]checkedEndpoints, len(want.Backends))}
+		*memo = checkMemo{maps: make(map[string]memoMap, len(mapNames))}
 	}
-	for _, b := range want.Backends {
-		if b == nil {
-			continue
-		}
-		svc := serviceRef(b)
-		if !prev.names[b.Name] && !backendNameRE.MatchString(b.Name) {
-			reject(svc, "backend name %q is not valid in haproxy.cfg", b.Name)
-			continue
-		}
-		if _, dup := st.backends[b.Name]; dup {
-			reject(svc, "backend %s appears twice; the first one is used", b.Name)
-			continue
-		}
-		spec := backendSpec{
-			Name: b.Name, Namespace: b.Namespace, Service: b.Service,
-			Balance: b.Balance, Check: b.Check, CheckInterval: b.CheckInterval,
-			ForwardedFor: b.ForwardedFor, Slots: b.Slots,
-		}
-		if spec.Balance != "" && !safeWords(spec.Balance) {
-			reject(svc, "backend %s: balance %q is not valid; using roundrobin", b.Name, spec.Balance)
-			spec.Balance = ""
-		}
-		if spec.CheckInterval < 0 || !spec.Check {
-			spec.CheckInterval = 0
-		}
-		if !featureSpec(&spec, b, func(format string, args ...any) { reject(svc, format, args...) }) {
-			continue
-		}
-		backendTLSSpec(&spec, b, &st.tls, func(format string, args ...any) { reject(svc, format, args...) })
-		spec.Features = checkedFeatures(b.Features, func(format string, args ...any) { reject(svc, "backend "+b.Name+": "+format, args...) })
-		if memo != nil {
-			memo.names[b.Name] = true
-		}
-		ce, known := prev.eps[b.Name]
-		if known && slices.Equal(ce.src, b.Endpoints) {
-			problems = append(problems, ce.problems...)
-		} else {
-			before := len(problems)
-			ce = checkedEndpoints{src: slices.Clone(b.Endpoints)}
-			ce.eps = checkEndpoints(b, func(format string, args ...any) { reject(svc, format, args...) })
-			ce.problems = slices.Clip(problems[before:])
+	// sameSet: the backends are those of the last call, each as TCP or not
+	// as it was, which is all a map entry's check looks at.
+	sameSet := false
+	var list []memoBackend
+	if fast, changed, ok := reuseBackends(want, &prev, from, except); ok {
+		// prev is not used again: its list and index are updated in place.
+		list, sameSet = fast, true
+		st.backends = maps.Clone(from.backends)
+		st.base = from
+		for _, i := range changed {
+			m := list[i]
+			sameSet = sameSet && m.entry.spec.TCP == st.backends[m.src.Name].spec.TCP
+			st.backends[m.src.Name] = m.entry
+			st.changed = append(st.changed, m.src.Name)
+			prev.backends[m.src.Name] = m
 		}
 		if memo != nil {
-			memo.eps[b.Name] = ce
+			memo.backends = prev.backends
 		}
-		eps := ce.eps
-		spec.Slots = max(spec.Slots, len(eps))
-		st.backends[b.Name] = &backend{spec: spec, endpoints: eps}
+	} else {
+		st.backends = make(map[string]*backend, len(want.Backends))
+		list = make([]memoBackend, len(want.Backends))
+		if memo != nil {
+			memo.backends = make(map[string]memoBackend, len(want.Backends))
+		}
+		sameSet = memo != nil
+		for i, b := range want.Backends {
+			if b == nil {
+				continue
+			}
+			if _, dup := st.backends[b.Name]; dup {
+				list[i].problems = []model.Problem{{Object: serviceRef(b), Reason: ReasonConfigRejected,
+					Message: fmt.Sprintf("backend %s appears twice; the first one is used", b.Name)}}
+				continue
+			}
+			pm, known := prev.backends[b.Name]
+			_, refused := except[b.Name]
+			m := pm
+			if !known || pm.src != b || from == nil || from.backends[b.Name] != pm.entry || refused {
+				m = checkBackend(b, pm, known)
+			}
+			if m.entry == nil {
+				list[i].problems = m.problems
+				continue
+			}
+			list[i] = m
+			st.backends[b.Name] = m.entry
+			if !known || pm.entry.spec.TCP != m.entry.spec.TCP {
+				sameSet = false
+			}
+			if memo != nil {
+				memo.backends[b.Name] = m
+			}
+		}
+		sameSet = sameSet && len(st.backends) == len(prev.backends)
+	}
+	for _, m := range list {
+		problems = append(problems, m.problems...)
+		for _, f := range m.files {
+			st.tls.addFile(f.path, f.data)
+		}
+	}
+	if memo != nil {
+		memo.list, memo.target = list, st
 	}
 	st.extras = featureExtras(want, st, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
 	st.extras.routeACLs = routeACLExtras(want, st, reject)
@@ -295,8 +379,16 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 	// Only the maps a frontend may load are kept: an entry in any other
 	// map could never route a request.
 	for _, name := range mapNames {
-		m := map[string]string{}
-		for k, v := range want.Maps[name] {
+		src := want.Maps[name]
+		if pm, ok := prev.maps[name]; ok && sameSet && sameMap(pm.src, src) {
+			st.maps[name] = pm.m
+			problems = append(problems, pm.problems...)
+			memo.maps[name] = pm
+			continue
+		}
+		before := len(problems)
+		m := make(map[string]string, len(src))
+		for k, v := range src {
 			switch {
 			case checkMapLine(k, v) != nil:
 				reject(routeRef(want, k), "map %s: entry %.80q: %v; dropped", name, k, checkMapLine(k, v))
@@ -307,9 +399,90 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo) (*state, []model.Pro
 			}
 		}
 		st.maps[name] = m
+		if memo != nil {
+			memo.maps[name] = memoMap{src: src, m: m, problems: slices.Clone(problems[before:])}
+		}
 	}
 	st.tls.head.passthrough = st.tls.head.enabled && len(st.maps[model.MapSSLPassthrough]) > 0
 	return st, problems
+}
+
+// checkBackend makes the entry of model backend b, reusing the checked
+// endpoints of pm, what the last call made of the backend of that name
+// (known: there was one). An entry nil means b is left out; problems say
+// why.
+func checkBackend(b *model.Backend, pm memoBackend, known bool) memoBackend {
+	var problems []model.Problem
+	svc := serviceRef(b)
+	reject := func(format string, args ...any) {
+		problems = append(problems, model.Problem{Object: svc, Reason: ReasonConfigRejected, Message: fmt.Sprintf(format, args...)})
+	}
+	if !known && !backendNameRE.MatchString(b.Name) {
+		reject("backend name %q is not valid in haproxy.cfg", b.Name)
+		return memoBackend{problems: problems}
+	}
+	spec := backendSpec{
+		Name: b.Name, Namespace: b.Namespace, Service: b.Service,
+		Balance: b.Balance, Check: b.Check, CheckInterval: b.CheckInterval,
+		ForwardedFor: b.ForwardedFor, Slots: b.Slots,
+	}
+	if spec.Balance != "" && !safeWords(spec.Balance) {
+		reject("backend %s: balance %q is not valid; using roundrobin", b.Name, spec.Balance)
+		spec.Balance = ""
+	}
+	if spec.CheckInterval < 0 || !spec.Check {
+		spec.CheckInterval = 0
+	}
+	if !featureSpec(&spec, b, reject) {
+		return memoBackend{problems: problems}
+	}
+	var files tlsState
+	backendTLSSpec(&spec, b, &files, reject)
+	spec.Features = checkedFeatures(b.Features, func(format string, args ...any) { reject("backend "+b.Name+": "+format, args...) })
+	ce := pm.eps
+	if known && slices.Equal(ce.src, b.Endpoints) {
+		problems = append(problems, ce.problems...)
+	} else {
+		before := len(problems)
+		ce = checkedEndpoints{src: slices.Clone(b.Endpoints)}
+		ce.eps = checkEndpoints(b, reject)
+		ce.problems = slices.Clip(problems[before:])
+	}
+	spec.Slots = max(spec.Slots, len(ce.eps))
+	return memoBackend{src: b, entry: &backend{spec: spec, endpoints: ce.eps}, problems: problems, files: backendTLSFiles(spec, b), eps: ce}
+}
+
+// reuseBackends is the quick way of desiredStateMemo for the common case
+// of a few changed backends: want lists the backends of the last call in
+// the same order, the changed ones as new pointers under the same names,
+// and from is the state the last call made, as it was made. It returns
+// what want's backends become, with prev's list and index updated in
+// place; ok is false when the long way is needed.
+func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map[string]rejection) (list []memoBackend, changed []int, ok bool) {
+	if from == nil || from != prev.target || from.rewritten || len(except) > 0 || len(want.Backends) != len(prev.list) {
+		return nil, nil, false
+	}
+	list = prev.list
+	for i, b := range want.Backends {
+		pm := list[i]
+		if b == pm.src {
+			continue
+		}
+		if b == nil || pm.src == nil || b.Name != pm.src.Name {
+			return nil, nil, false
+		}
+		changed = append(changed, i)
+	}
+	fresh := make([]memoBackend, len(changed))
+	for k, i := range changed {
+		if fresh[k] = checkBackend(want.Backends[i], list[i], true); fresh[k].entry == nil {
+			return nil, nil, false
+		}
+	}
+	for k, i := range changed {
+		list[i] = fresh[k]
+	}
+	return list, changed, true
 }
 
 func serviceRef(b *model.Backend) model.ObjectRef {
@@ -365,23 +538,37 @@ func assignSlots(prev []slot, eps []model.Endpoint, n int) []slot {
 // withSlots gives every backend of target its slot assignment, starting from
 // the assignment in cur so endpoints keep their slots.
 func withSlots(cur, target *state) {
-	for n, b := range target.backends {
-		var prev []slot
-		if cb, ok := cur.backends[n]; ok {
-			if cb.spec.Slots > b.spec.Slots && specWithoutSlots(cb.spec) == specWithoutSlots(b.spec) {
-				// Fewer endpoints fit in the slots the backend has: a
-				// reload only to free slots would cost more than they do.
-				b.spec.Slots = cb.spec.Slots
-			}
-			if cb.spec.Slots == b.spec.Slots && slices.Equal(cb.endpoints, b.endpoints) {
-				// The common case: nothing changed for this backend.
-				b.slots = cb.slots
-				continue
-			}
-			prev = cb.slots
+	if names, ok := target.changedSince(cur); ok {
+		for _, n := range names {
+			withSlotsOf(cur, n, target.backends[n])
 		}
-		b.slots = assignSlots(prev, b.endpoints, b.spec.Slots)
+		return
 	}
+	for n, b := range target.backends {
+		withSlotsOf(cur, n, b)
+	}
+}
+
+// withSlotsOf is withSlots for backend n of target, b.
+func withSlotsOf(cur *state, n string, b *backend) {
+	var prev []slot
+	if cb, ok := cur.backends[n]; ok {
+		if cb == b {
+			return
+		}
+		if cb.spec.Slots > b.spec.Slots && specWithoutSlots(cb.spec) == specWithoutSlots(b.spec) {
+			// Fewer endpoints fit in the slots the backend has: a
+			// reload only to free slots would cost more than they do.
+			b.spec.Slots = cb.spec.Slots
+		}
+		if cb.spec.Slots == b.spec.Slots && slices.Equal(cb.endpoints, b.endpoints) {
+			// The common case: nothing changed for this backend.
+			b.slots = cb.slots
+			return
+		}
+		prev = cb.slots
+	}
+	b.slots = assignSlots(prev, b.endpoints, b.spec.Slots)
 }
 
 // runtimeSubset is what can go out now when the reload that target needs

@@ -128,6 +128,19 @@ func backendTLSSpec(spec *backendSpec, b *model.Backend, t *tlsState, reject fun
 	}
 }
 
+// backendTLSFiles are the files backendTLSSpec added for b, whose spec it
+// made.
+func backendTLSFiles(spec backendSpec, b *model.Backend) []tlsFile {
+	var out []tlsFile
+	if ca := b.TLS.CA; ca != nil && spec.CAFile == "ca/"+ca.Name+".pem" && certNameRE.MatchString(ca.Name) && safePEM(ca.PEM) {
+		out = append(out, tlsFile{spec.CAFile, b.TLS.CA.PEM})
+	}
+	if spec.CrtFile != "" && b.TLS.Cert != nil {
+		out = append(out, tlsFile{spec.CrtFile, b.TLS.Cert.PEM})
+	}
+	return out
+}
+
 func (t *tlsState) addFile(path string, data []byte) {
 	if t.files == nil {
 		t.files = map[string][]byte{}
