@@ -19,14 +19,15 @@ import (
 // gatewayResources are the Gateway API v1 resources served; their
 // informers start only once the API server serves all of them, so a cluster
 // without the CRDs costs nothing and needs no extra permission.
-var gatewayResources = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"}
+var gatewayResources = []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}
 
 // Route kinds watched once discovery serves them too (in v1.6 they are in
-// the standard channel, but clusters with older CRDs lack them); each
-// costs nothing until then.
+// the standard channel, but clusters with older CRDs lack them: GRPCRoute
+// came in v1.1); each costs nothing until then.
 const (
-	tlsRoutesResource = "tlsroutes"
-	tcpRoutesResource = "tcproutes"
+	grpcRoutesResource = "grpcroutes"
+	tlsRoutesResource  = "tlsroutes"
+	tcpRoutesResource  = "tcproutes"
 )
 
 // DefaultGatewayDiscovery is how often the API server is asked whether the
@@ -44,17 +45,16 @@ type gatewayWatch struct {
 	classes cache.SharedIndexInformer
 	gws     cache.SharedIndexInformer
 	routes  cache.SharedIndexInformer
-	grpc    cache.SharedIndexInformer
 	grants  cache.SharedIndexInformer
 	// nss are the Namespaces, watched with the Gateway API objects because
 	// a listener may select its routes' namespaces by label: one small
 	// object per namespace, cheaper than starting and stopping a watch as
 	// Gateways come and go.
 	nss cache.SharedIndexInformer
-	// tls and tcp are the TLSRoute and TCPRoute informers, nil until their
-	// CRDs are served.
-	tls, tcp cache.SharedIndexInformer
-	factory  gwinformers.SharedInformerFactory
+	// grpc, tls and tcp are the GRPCRoute, TLSRoute and TCPRoute
+	// informers, nil until their CRDs are served.
+	grpc, tls, tcp cache.SharedIndexInformer
+	factory        gwinformers.SharedInformerFactory
 }
 
 // WatchGatewayAPI makes Start look for the Gateway API CRDs (at start, then
@@ -95,7 +95,7 @@ func installed(served map[string]bool) bool {
 func (g *gatewayWatch) complete() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.running && g.tls != nil && g.tcp != nil
+	return g.running && g.grpc != nil && g.tls != nil && g.tcp != nil
 }
 
 // startGateway starts the informers when the CRDs are installed and waits
@@ -119,17 +119,16 @@ func (w *Watcher) startGateway(ctx context.Context) bool {
 		classes := w.notify(v1.GatewayClasses().Informer())
 		gws := w.notify(v1.Gateways().Informer())
 		routes := w.notify(v1.HTTPRoutes().Informer())
-		grpc := w.notify(v1.GRPCRoutes().Informer())
 		grants := w.notify(v1.ReferenceGrants().Informer())
 		nsf := informers.NewSharedInformerFactoryWithOptions(w.cs, w.opts.Resync, informers.WithTransform(stripManagedFields))
 		nss := w.notify(nsf.Core().V1().Namespaces().Informer())
 		f.Start(ctx.Done())
 		nsf.Start(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), classes.HasSynced, gws.HasSynced, routes.HasSynced, grpc.HasSynced, grants.HasSynced, nss.HasSynced) {
+		if !cache.WaitForCacheSync(ctx.Done(), classes.HasSynced, gws.HasSynced, routes.HasSynced, grants.HasSynced, nss.HasSynced) {
 			return false
 		}
 		g.mu.Lock()
-		g.classes, g.gws, g.routes, g.grpc, g.grants, g.nss, g.factory = classes, gws, routes, grpc, grants, nss, f
+		g.classes, g.gws, g.routes, g.grants, g.nss, g.factory = classes, gws, routes, grants, nss, f
 		g.running = true
 		g.mu.Unlock()
 		w.log.Info("watching Gateway API objects", "group", gwv1.GroupVersion.String())
@@ -142,18 +141,26 @@ func (w *Watcher) startGateway(ctx context.Context) bool {
 	return true
 }
 
-// startGatewayRoutes starts the TLSRoute and TCPRoute informers whose
-// resources discovery serves, and reports whether it started one.
+// startGatewayRoutes starts the GRPCRoute, TLSRoute and TCPRoute
+// informers whose resources discovery serves, and reports whether it
+// started one.
 func (w *Watcher) startGatewayRoutes(ctx context.Context, served map[string]bool) bool {
 	g := w.gateway
 	g.mu.Lock()
-	f, needTLS, needTCP := g.factory, g.tls == nil && served[tlsRoutesResource], g.tcp == nil && served[tcpRoutesResource]
+	f := g.factory
+	needGRPC := g.grpc == nil && served[grpcRoutesResource]
+	needTLS := g.tls == nil && served[tlsRoutesResource]
+	needTCP := g.tcp == nil && served[tcpRoutesResource]
 	g.mu.Unlock()
-	if !needTLS && !needTCP {
+	if !needGRPC && !needTLS && !needTCP {
 		return false
 	}
-	var tls, tcp cache.SharedIndexInformer
+	var grpc, tls, tcp cache.SharedIndexInformer
 	var synced []cache.InformerSynced
+	if needGRPC {
+		grpc = w.notify(f.Gateway().V1().GRPCRoutes().Informer())
+		synced = append(synced, grpc.HasSynced)
+	}
 	if needTLS {
 		tls = w.notify(f.Gateway().V1().TLSRoutes().Informer())
 		synced = append(synced, tls.HasSynced)
@@ -167,6 +174,9 @@ func (w *Watcher) startGatewayRoutes(ctx context.Context, served map[string]bool
 		return false
 	}
 	g.mu.Lock()
+	if grpc != nil {
+		g.grpc = grpc
+	}
 	if tls != nil {
 		g.tls = tls
 	}
@@ -174,7 +184,7 @@ func (w *Watcher) startGatewayRoutes(ctx context.Context, served map[string]bool
 		g.tcp = tcp
 	}
 	g.mu.Unlock()
-	w.log.Info("watching Gateway API routes", "tlsroutes", tls != nil, "tcproutes", tcp != nil)
+	w.log.Info("watching Gateway API routes", "grpcroutes", grpc != nil, "tlsroutes", tls != nil, "tcproutes", tcp != nil)
 	return true
 }
 
@@ -226,9 +236,6 @@ func (w *Watcher) gatewaySnapshot(s *model.Snapshot) {
 	for _, o := range g.routes.GetStore().List() {
 		s.HTTPRoutes = append(s.HTTPRoutes, o.(*gwv1.HTTPRoute))
 	}
-	for _, o := range g.grpc.GetStore().List() {
-		s.GRPCRoutes = append(s.GRPCRoutes, o.(*gwv1.GRPCRoute))
-	}
 	for _, o := range g.grants.GetStore().List() {
 		s.ReferenceGrants = append(s.ReferenceGrants, o.(*gwv1.ReferenceGrant))
 	}
@@ -236,8 +243,13 @@ func (w *Watcher) gatewaySnapshot(s *model.Snapshot) {
 		s.Namespaces = append(s.Namespaces, o.(*corev1.Namespace))
 	}
 	g.mu.Lock()
-	tls, tcp := g.tls, g.tcp
+	grpc, tls, tcp := g.grpc, g.tls, g.tcp
 	g.mu.Unlock()
+	if grpc != nil {
+		for _, o := range grpc.GetStore().List() {
+			s.GRPCRoutes = append(s.GRPCRoutes, o.(*gwv1.GRPCRoute))
+		}
+	}
 	if tls != nil {
 		for _, o := range tls.GetStore().List() {
 			s.TLSRoutes = append(s.TLSRoutes, o.(*gwv1.TLSRoute))
@@ -337,7 +349,7 @@ func (w *Watcher) gatewayGRPCRoutes() []*gwv1.GRPCRoute {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.running {
+	if !g.running || g.grpc == nil {
 		return nil
 	}
 	var out []*gwv1.GRPCRoute

@@ -27,6 +27,7 @@ func TestGatewayRouteKindsWatchedOnceServed(t *testing.T) {
 	gw := gwfake.NewSimpleClientset(
 		&gwv1.TLSRoute{ObjectMeta: metav1.ObjectMeta{Name: "vault", Namespace: "shop"}},
 		&gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop"}},
+		&gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Name: "rpc", Namespace: "shop"}},
 	)
 	resources := func(names ...string) {
 		var res []metav1.APIResource
@@ -52,13 +53,17 @@ func TestGatewayRouteKindsWatchedOnceServed(t *testing.T) {
 	if len(s.Namespaces) != 1 || s.Namespaces[0].Labels["env"] != "prod" {
 		t.Fatalf("snapshot Namespaces %v, want shop with its labels", s.Namespaces)
 	}
-	if len(s.TLSRoutes)+len(s.TCPRoutes) != 0 {
-		t.Fatalf("snapshot holds %d TLSRoutes and %d TCPRoutes before their CRDs are served", len(s.TLSRoutes), len(s.TCPRoutes))
+	if len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.GRPCRoutes) != 0 {
+		t.Fatalf("snapshot holds %d TLSRoutes, %d TCPRoutes and %d GRPCRoutes before their CRDs are served", len(s.TLSRoutes), len(s.TCPRoutes), len(s.GRPCRoutes))
 	}
-	resources(append(gatewayResources, tlsRoutesResource, tcpRoutesResource)...)
-	waitSnapshot(t, w, func(s *model.Snapshot) bool { return len(s.TLSRoutes) == 1 && len(s.TCPRoutes) == 1 })
-	if w.gatewayObject("TLSRoute", "shop", "vault") == nil || w.gatewayObject("TCPRoute", "shop", "db") == nil {
-		t.Error("TLSRoute or TCPRoute not found for status writes")
+	resources(append(gatewayResources, grpcRoutesResource, tlsRoutesResource, tcpRoutesResource)...)
+	waitSnapshot(t, w, func(s *model.Snapshot) bool {
+		return len(s.TLSRoutes) == 1 && len(s.TCPRoutes) == 1 && len(s.GRPCRoutes) == 1
+	})
+	for _, k := range []struct{ kind, name string }{{"TLSRoute", "vault"}, {"TCPRoute", "db"}, {"GRPCRoute", "rpc"}} {
+		if w.gatewayObject(k.kind, "shop", k.name) == nil {
+			t.Errorf("%s shop/%s not found for status writes", k.kind, k.name)
+		}
 	}
 }
 
