@@ -46,8 +46,17 @@ func RefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[Servic
 		}
 	}
 	d := *prev
+	// The Ingress index stays valid: endpoints are no part of it. It
+	// moves to the result, as UpdateIngresses's does.
+	d.inc = nil
+	handOver := func(d *Desired) *Desired {
+		if x := prev.inc; x != nil && x.owner == prev {
+			x.owner, d.inc = d, x
+		}
+		return d
+	}
 	if len(services) == 0 {
-		return &d
+		return handOver(&d)
 	}
 	b := &builder{
 		s:        s,
@@ -80,5 +89,5 @@ func RefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[Servic
 	if len(b.d.Problems) > 0 {
 		return Build(s, o)
 	}
-	return &d
+	return handOver(&d)
 }

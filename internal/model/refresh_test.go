@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -167,7 +166,7 @@ func checkRefresh(t *testing.T, s *Snapshot, o Options, mutate func(*Snapshot) m
 	changed := mutate(s2)
 	got := RefreshEndpoints(prev, s2, o, changed)
 	want := Build(s2, o)
-	if !reflect.DeepEqual(got, want) {
+	if !sameDesired(got, want) {
 		t.Fatalf("RefreshEndpoints differs from Build:\n%s", lineDiff(Dump(want), Dump(got)))
 	}
 	if after := Dump(prev); after != before {

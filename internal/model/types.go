@@ -171,6 +171,10 @@ type Desired struct {
 	TCPServices []TCPService
 	// GatewayAPI is the status of the served Gateway API objects.
 	GatewayAPI GatewayAPIStatus
+
+	// inc is what UpdateIngresses needs to apply a change of Ingresses
+	// without a full Build (incremental.go); nil when it cannot.
+	inc *ingressIndex
 }
 
 // Global holds ConfigMap-level settings. Zero values mean HAProxy's or the
