@@ -508,6 +508,17 @@ type loop struct {
 	reconf chan model.Options
 	// everServed: a full configuration was served once.
 	everServed bool
+	// reported is the model's problem list last reported, reportedExtra
+	// whether the driver added to it.
+	reported      []model.Problem
+	reportedExtra bool
+	// sized is when the cache size metrics were last set.
+	sized time.Time
+}
+
+// sameSlice reports whether a and b are the very same slice.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Failed passes are retried after minApplyRetry, doubling up to
@@ -591,14 +602,23 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	snap, delta := l.w.SnapshotDelta()
 	var want *model.Desired
-	if !delta.Other && l.prev != nil {
-		// Only endpoints moved: at thousands of Ingresses a full Build
-		// would delay the new server addresses by tens of milliseconds.
-		start := time.Now()
-		want = model.RefreshEndpoints(l.prev, snap, l.opts, delta.Services)
-		l.log.Debug("endpoints refreshed", "services", len(delta.Services), "took", time.Since(start))
-	} else {
+	start := time.Now()
+	switch {
+	case delta.Other || l.prev == nil:
 		want = model.Build(snap, l.opts)
+		l.log.Debug("model built", "took", time.Since(start))
+	default:
+		// Only Ingresses or endpoints moved: at thousands of Ingresses a
+		// full Build would delay a new host or new server addresses by
+		// tens of milliseconds.
+		want = l.prev
+		if delta.Ingresses {
+			want = model.UpdateIngresses(want, snap, l.opts)
+		}
+		if len(delta.Services) > 0 {
+			want = model.RefreshEndpoints(want, snap, l.opts, delta.Services)
+		}
+		l.log.Debug("model updated", "ingresses", delta.Ingresses, "services", len(delta.Services), "took", time.Since(start))
 	}
 	if l.w.WatchSecrets(want.SecretRefs) {
 		// Newly referenced Secrets are now listed as loading: build
@@ -607,14 +627,22 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	}
 	l.prev = want
 	res, err := l.drv.Apply(ctx, want)
-	all := slices.Concat(want.Problems, res.Dropped, res.Quarantined)
-	l.problems.Report(all)
+	// An unchanged list of problems (the same slice, as incremental
+	// updates keep it) has nothing new to report.
+	if !sameSlice(want.Problems, l.reported) || len(res.Dropped)+len(res.Quarantined) > 0 || l.reportedExtra {
+		l.problems.Report(slices.Concat(want.Problems, res.Dropped, res.Quarantined))
+		l.reported, l.reportedExtra = want.Problems, len(res.Dropped)+len(res.Quarantined) > 0
+	}
 	// Values the driver dropped were rejected by validation too, only
 	// later; quarantine is what HAProxy itself refused.
 	l.m.Problems.Set(float64(len(want.Problems) + len(res.Dropped)))
 	l.m.Quarantined.Set(float64(len(res.Quarantined)))
-	for k, n := range l.w.Sizes() {
-		l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
+	// Counting the caches lists every key: at most once a second.
+	if now := time.Now(); now.Sub(l.sized) >= time.Second {
+		l.sized = now
+		for k, n := range l.w.Sizes() {
+			l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
+		}
 	}
 	for kind, n := range res.RuntimeOpsByKind {
 		l.m.RuntimeOps.WithLabelValues(kind, res.RuntimeResult).Add(float64(n))

@@ -69,7 +69,7 @@ type Watcher struct {
 	changed chan struct{}
 
 	// statusHook runs on status-only Ingress updates (OnIngressStatus).
-	statusHook atomic.Pointer[func()]
+	statusHook atomic.Pointer[func(namespace, name string)]
 
 	factories []informers.SharedInformerFactory // one per whitelisted namespace, or one cluster-wide
 	classes   informers.SharedInformerFactory   // IngressClasses are cluster-scoped
@@ -108,8 +108,12 @@ type Watcher struct {
 // Delta says what changed between two snapshots, so that a change to
 // EndpointSlices alone can skip rebuilding everything else.
 type Delta struct {
-	// Other: something other than EndpointSlices changed (or may have).
+	// Other: something other than Ingresses and EndpointSlices changed
+	// (or may have).
 	Other bool
+	// Ingresses: an Ingress was added, deleted or changed (other than in
+	// its status).
+	Ingresses bool
 	// Services whose EndpointSlices changed, by the slices'
 	// kubernetes.io/service-name label, before and after the change.
 	Services map[model.ServiceKey]bool
@@ -145,7 +149,7 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(cs, opts.Resync, informers.WithNamespace(ns), strip)
 		w.factories = append(w.factories, f)
-		w.ingresses = append(w.ingresses, w.notify(f.Networking().V1().Ingresses().Informer()))
+		w.ingresses = append(w.ingresses, w.notifyIngresses(f.Networking().V1().Ingresses().Informer()))
 		w.services = append(w.services, w.notify(f.Core().V1().Services().Informer()))
 		w.slices = append(w.slices, w.notifySlices(f.Discovery().V1().EndpointSlices().Informer()))
 	}
@@ -183,12 +187,30 @@ func (w *Watcher) notify(inf cache.SharedIndexInformer) cache.SharedIndexInforme
 		w.signal()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(any) { changed() },
+	})
+	return inf
+}
+
+// notifyIngresses records Ingress changes apart from the others: the model
+// applies them to its previous result (model.UpdateIngresses).
+func (w *Watcher) notifyIngresses(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
+	changed := func() {
+		w.dirtyMu.Lock()
+		w.dirty.Ingresses = true
+		w.dirtyMu.Unlock()
+		w.signal()
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { changed() },
 		UpdateFunc: func(old, cur any) {
 			if !statusOnly(old, cur) {
 				changed()
 			} else if h := w.statusHook.Load(); h != nil {
-				(*h)()
+				ing := cur.(*networkingv1.Ingress)
+				(*h)(ing.Namespace, ing.Name)
 			}
 		},
 		DeleteFunc: func(any) { changed() },
@@ -198,7 +220,7 @@ func (w *Watcher) notify(inf cache.SharedIndexInformer) cache.SharedIndexInforme
 
 // OnIngressStatus makes f run when an Ingress's status alone changes
 // (which is no change for the model): the status writer checks it again.
-func (w *Watcher) OnIngressStatus(f func()) { w.statusHook.Store(&f) }
+func (w *Watcher) OnIngressStatus(f func(namespace, name string)) { w.statusHook.Store(&f) }
 
 // statusOnly reports an Ingress update that changed nothing but its status,
 // which the model does not read: the status writer's own writes, 10,000 of

@@ -51,7 +51,7 @@ func waitDelta(t *testing.T, w *Watcher) (*model.Snapshot, Delta) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		s, d := w.SnapshotDelta()
-		if d.Other || len(d.Services) > 0 {
+		if d.Other || d.Ingresses || len(d.Services) > 0 {
 			return s, d
 		}
 		if time.Now().After(deadline) {
@@ -109,6 +109,34 @@ func TestSnapshotDelta(t *testing.T) {
 	s, d = waitDelta(t, w)
 	if d.Other || !reflect.DeepEqual(d.Services, map[model.ServiceKey]bool{api: true}) || len(s.EndpointSlices) != 0 {
 		t.Fatalf("after a slice was deleted: %+v, %d slices", d, len(s.EndpointSlices))
+	}
+
+	// Ingress changes are told apart, and a status write is none.
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.test"}}}}
+	ings := cs.NetworkingV1().Ingresses("ns")
+	if _, err := ings.Create(ctx, ing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s, d = waitDelta(t, w); d.Other || !d.Ingresses || len(d.Services) != 0 || len(s.Ingresses) != 1 {
+		t.Fatalf("after an Ingress was created: %+v, %d Ingresses", d, len(s.Ingresses))
+	}
+	statusSeen := make(chan string, 1)
+	w.OnIngressStatus(func(ns, name string) { statusSeen <- ns + "/" + name })
+	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "203.0.113.1"}}
+	if _, err := ings.UpdateStatus(ctx, ing, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-statusSeen:
+		if got != "ns/web" {
+			t.Fatalf("status hook told of %s", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the status write did not reach the hook")
+	}
+	if _, d := w.SnapshotDelta(); d.Other || d.Ingresses {
+		t.Fatalf("a status write counted as a change: %+v", d)
 	}
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
