@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -357,11 +358,12 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, cloned map[string]bool
 	writable := func(name string) map[string]string {
 		m := d.Maps[name]
 		if !cloned[name] {
-			n := make(map[string]string, len(m)+4)
-			for k, v := range m {
-				n[k] = v
+			// maps.Clone copies the table wholesale, several times
+			// faster than re-inserting every key.
+			m = maps.Clone(m)
+			if m == nil {
+				m = map[string]string{}
 			}
-			m = n
 			d.Maps[name] = m
 			cloned[name] = true
 		}
