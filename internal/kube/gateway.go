@@ -79,7 +79,7 @@ func (w *Watcher) startGateway(ctx context.Context) bool {
 	}
 	// Gateway API objects are few next to Services and slices: one
 	// cluster-wide watch each, filtered by namespace in the model.
-	f := gwinformers.NewSharedInformerFactoryWithOptions(g.cs, w.opts.Resync, gwinformers.WithTransform(stripManagedFields))
+	f := gwinformers.NewSharedInformerFactoryWithOptions(g.cs, w.opts.Resync, gwinformers.WithTransform(model.StripUnread))
 	v1 := f.Gateway().V1()
 	classes := w.notify(v1.GatewayClasses().Informer())
 	gws := w.notify(v1.Gateways().Informer())

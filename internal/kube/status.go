@@ -345,6 +345,10 @@ func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
 				if _, err := s.cs.NetworkingV1().Ingresses(up.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
 					failed.Add(1)
 					s.log.Warn("ingress status", "namespace", up.Namespace, "name", up.Name, "err", err)
+					// Tried again at the next pass.
+					s.mu.Lock()
+					s.markDirty(model.ObjectRef{Kind: "Ingress", Namespace: up.Namespace, Name: up.Name})
+					s.mu.Unlock()
 					continue
 				}
 				s.log.Debug("ingress status written", "namespace", up.Namespace, "name", up.Name, "addresses", len(up.Status.LoadBalancer.Ingress))

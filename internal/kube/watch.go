@@ -139,9 +139,8 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 		secrets:    map[string]*namedInformer{},
 		nsSecrets:  map[string]*nsSecrets{},
 	}
-	// Managed fields are a large share of every object and the model never
-	// reads them.
-	strip := informers.WithTransform(stripManagedFields)
+	// Most of every cached object is fields the model never reads.
+	strip := informers.WithTransform(model.StripUnread)
 	namespaces := opts.NamespaceWhitelist
 	if len(namespaces) == 0 {
 		namespaces = []string{corev1.NamespaceAll}
@@ -175,7 +174,7 @@ func (w *Watcher) single(resource, ns, name string, obj runtime.Object) cache.Sh
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	})
 	inf := cache.NewSharedIndexInformer(lw, obj, w.opts.Resync, cache.Indexers{})
-	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetTransform(model.StripUnread)
 	return inf
 }
 
@@ -703,34 +702,6 @@ func (w *Watcher) Ingress(namespace, name string) *networkingv1.Ingress {
 	}
 	return nil
 }
-
-// stripManagedFields drops metadata.managedFields before an object enters a
-// cache: it is a large share of every object and nothing here reads it.
-func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		meta := m.GetObjectMeta()
-		meta.SetManagedFields(nil)
-		// kubectl apply's copy of the whole object: often the largest
-		// part of a cached object (for a Secret, its data again), never
-		// read. Ingresses keep it: their status is written back with
-		// UpdateStatus, which would persist the removal.
-		if _, ing := obj.(*networkingv1.Ingress); ing {
-			return obj, nil
-		}
-		if a := meta.GetAnnotations(); a[lastApplied] != "" {
-			c := make(map[string]string, len(a)-1)
-			for k, v := range a {
-				if k != lastApplied {
-					c[k] = v
-				}
-			}
-			meta.SetAnnotations(c)
-		}
-	}
-	return obj, nil
-}
-
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // AllIngresses lists every cached Ingress, served or not.
 func (w *Watcher) AllIngresses() []*networkingv1.Ingress {

@@ -187,35 +187,6 @@ func TestMissingSecretSignals(t *testing.T) {
 	}
 }
 
-// TestStripUnread: the cache keeps neither managedFields nor kubectl's
-// last-applied copy, except on Ingresses, whose status is written back
-// whole; the annotations the model reads stay.
-func TestStripUnread(t *testing.T) {
-	meta := func() metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: "x", Namespace: "ns",
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
-			Annotations:   map[string]string{lastApplied: `{"big":"copy"}`, "haproxy.org/check": "false"}}
-	}
-	svc := &corev1.Service{ObjectMeta: meta()}
-	orig := svc.Annotations
-	if _, err := stripManagedFields(svc); err != nil {
-		t.Fatal(err)
-	}
-	if svc.ManagedFields != nil || !reflect.DeepEqual(svc.Annotations, map[string]string{"haproxy.org/check": "false"}) {
-		t.Errorf("Service after strip: managedFields %v, annotations %v", svc.ManagedFields, svc.Annotations)
-	}
-	if orig[lastApplied] == "" {
-		t.Error("the annotations map the object came with was modified")
-	}
-	ing := &networkingv1.Ingress{ObjectMeta: meta()}
-	if _, err := stripManagedFields(ing); err != nil {
-		t.Fatal(err)
-	}
-	if ing.ManagedFields != nil || ing.Annotations[lastApplied] == "" {
-		t.Errorf("Ingress after strip: managedFields %v, annotations %v", ing.ManagedFields, ing.Annotations)
-	}
-}
-
 // TestStatusOnly: an Ingress update that changed only its status (the
 // status writer's own) does not count as a change; any other does.
 func TestStatusOnly(t *testing.T) {
