@@ -600,25 +600,42 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 }
 
 func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
-	snap, delta := l.w.SnapshotDelta()
+	delta := l.w.TakeDelta()
 	var want *model.Desired
 	start := time.Now()
-	switch {
-	case delta.Other || l.prev == nil:
-		want = model.Build(snap, l.opts)
-		l.log.Debug("model built", "took", time.Since(start))
-	default:
-		// Only Ingresses or endpoints moved: at thousands of Ingresses a
-		// full Build would delay a new host or new server addresses by
-		// tens of milliseconds.
-		want = l.prev
-		if delta.Ingresses {
-			want = model.UpdateIngresses(want, snap, l.opts)
+	if !delta.Other && !delta.Ingresses && l.prev != nil {
+		// Only endpoints moved: the Services concerned are all the
+		// model needs to see.
+		want, _ = model.TryRefreshEndpoints(l.prev, l.w.EndpointsSnapshot(delta.Services), l.opts, delta.Services)
+		l.log.Debug("endpoints refreshed", "services", len(delta.Services), "took", time.Since(start), "ok", want != nil)
+	}
+	if want == nil {
+		snap, more := l.w.SnapshotDelta()
+		delta.Other = delta.Other || more.Other
+		delta.Ingresses = delta.Ingresses || more.Ingresses
+		for k := range more.Services {
+			if delta.Services == nil {
+				delta.Services = map[model.ServiceKey]bool{}
+			}
+			delta.Services[k] = true
 		}
-		if len(delta.Services) > 0 {
-			want = model.RefreshEndpoints(want, snap, l.opts, delta.Services)
+		switch {
+		case delta.Other || l.prev == nil:
+			want = model.Build(snap, l.opts)
+			l.log.Debug("model built", "took", time.Since(start))
+		default:
+			// Only Ingresses or endpoints moved: at thousands of
+			// Ingresses a full Build would delay a new host or new
+			// server addresses by tens of milliseconds.
+			want = l.prev
+			if delta.Ingresses {
+				want = model.UpdateIngresses(want, snap, l.opts)
+			}
+			if len(delta.Services) > 0 {
+				want = model.RefreshEndpoints(want, snap, l.opts, delta.Services)
+			}
+			l.log.Debug("model updated", "ingresses", delta.Ingresses, "services", len(delta.Services), "took", time.Since(start))
 		}
-		l.log.Debug("model updated", "ingresses", delta.Ingresses, "services", len(delta.Services), "took", time.Since(start))
 	}
 	if l.w.WatchSecrets(want.SecretRefs) {
 		// Newly referenced Secrets are now listed as loading: build

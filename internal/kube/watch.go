@@ -150,7 +150,15 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 		w.factories = append(w.factories, f)
 		w.ingresses = append(w.ingresses, w.notifyIngresses(f.Networking().V1().Ingresses().Informer()))
 		w.services = append(w.services, w.notify(f.Core().V1().Services().Informer()))
-		w.slices = append(w.slices, w.notifySlices(f.Discovery().V1().EndpointSlices().Informer()))
+		sl := f.Discovery().V1().EndpointSlices().Informer()
+		// EndpointsSnapshot finds a Service's slices without a scan.
+		_ = sl.AddIndexers(cache.Indexers{sliceServiceIndex: func(o any) ([]string, error) {
+			if k, known, _ := sliceService(o); known {
+				return []string{k.Namespace + "/" + k.Name}, nil
+			}
+			return nil, nil
+		}})
+		w.slices = append(w.slices, w.notifySlices(sl))
 	}
 	if opts.ExternalNames {
 		w.names = newNameResolver(opts.ExternalNameResolver, opts.ExternalNameInterval, w.namesChanged)
@@ -536,6 +544,54 @@ func (w *Watcher) SnapshotDelta() (*model.Snapshot, Delta) {
 	w.pending = pending
 	w.dirtyMu.Unlock()
 	return s, d
+}
+
+// sliceServiceIndex indexes EndpointSlices by NAMESPACE/NAME of their
+// Service.
+const sliceServiceIndex = "service"
+
+// TakeDelta is what changed since the previous TakeDelta or SnapshotDelta,
+// without a snapshot: an endpoint change then needs only
+// EndpointsSnapshot. While referenced Secrets are loading every delta asks
+// for a full build (Other), as SnapshotDelta's does.
+func (w *Watcher) TakeDelta() Delta {
+	w.dirtyMu.Lock()
+	defer w.dirtyMu.Unlock()
+	d := w.dirty
+	w.dirty = Delta{}
+	if w.pending {
+		d.Other = true
+	}
+	return d
+}
+
+// EndpointsSnapshot is a partial snapshot: the cached Services among keys,
+// their EndpointSlices and the addresses their ExternalNames resolved
+// to; what model.TryRefreshEndpoints reads. It costs the Services asked
+// for, not the size of the caches.
+func (w *Watcher) EndpointsSnapshot(keys map[model.ServiceKey]bool) *model.Snapshot {
+	s := &model.Snapshot{}
+	for k := range keys {
+		if slices.Contains(w.opts.NamespaceBlacklist, k.Namespace) {
+			continue
+		}
+		key := k.Namespace + "/" + k.Name
+		for _, inf := range w.services {
+			if o, ok, _ := inf.GetStore().GetByKey(key); ok {
+				s.Services = append(s.Services, o.(*corev1.Service))
+			}
+		}
+		for _, inf := range w.slices {
+			objs, _ := inf.GetIndexer().ByIndex(sliceServiceIndex, key)
+			for _, o := range objs {
+				s.EndpointSlices = append(s.EndpointSlices, o.(*discoveryv1.EndpointSlice))
+			}
+		}
+	}
+	if w.names != nil {
+		s.ExternalNames = w.names.current(s.Services)
+	}
+	return s
 }
 
 // Snapshot copies the caches' current content. Objects are shared with the

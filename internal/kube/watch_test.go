@@ -91,6 +91,27 @@ func TestSnapshotDelta(t *testing.T) {
 	if len(s.EndpointSlices) != 1 {
 		t.Fatalf("the snapshot taken with the delta lacks the slice: %d slices", len(s.EndpointSlices))
 	}
+	// The partial snapshot of an endpoint change holds the Service's
+	// slices and nothing else.
+	if _, err := slices.Create(ctx, testSlice("ns", "other-abc", "other"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for d := w.TakeDelta(); len(d.Services) == 0 || d.Other || d.Ingresses; d = w.TakeDelta() {
+		select {
+		case <-w.Changed():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second slice was not reported")
+		}
+	}
+	if part := w.EndpointsSnapshot(map[model.ServiceKey]bool{web: true}); len(part.EndpointSlices) != 1 || part.EndpointSlices[0].Name != "web-abc" || len(part.Ingresses) != 0 {
+		t.Fatalf("partial snapshot for ns/web: %+v", part)
+	}
+	if err := slices.Delete(ctx, "other-abc", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, d := waitDelta(t, w); d.Other || len(d.Services) != 1 {
+		t.Fatalf("after the second slice was deleted: %+v", d)
+	}
 
 	// A slice moved to another Service changes both.
 	moved := testSlice("ns", "web-abc", "api")

@@ -61,6 +61,7 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.features()
 	b.finish()
 	d := b.d
+	d.bySvc = indexBackends(d)
 	d.inc = newIngressIndex(b, ings)
 	return d
 }

@@ -17,6 +17,7 @@ import (
 func sameDesired(a, b *Desired) bool {
 	x, y := *a, *b
 	x.inc, y.inc = nil, nil
+	x.bySvc, y.bySvc = nil, nil
 	return reflect.DeepEqual(&x, &y)
 }
 
