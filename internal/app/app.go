@@ -603,11 +603,23 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	delta := l.w.TakeDelta()
 	var want *model.Desired
 	start := time.Now()
-	if !delta.Other && !delta.Ingresses && l.prev != nil {
-		// Only endpoints moved: the Services concerned are all the
-		// model needs to see.
-		want, _ = model.TryRefreshEndpoints(l.prev, l.w.EndpointsSnapshot(delta.Services), l.opts, delta.Services)
-		l.log.Debug("endpoints refreshed", "services", len(delta.Services), "took", time.Since(start), "ok", want != nil)
+	if !delta.Other && l.prev != nil {
+		// Only Ingresses or endpoints moved: at thousands of Ingresses a
+		// full Build, or even a copy of every cached object, would delay
+		// a new host or new server addresses by tens of milliseconds. The
+		// changed objects are all the model needs to see.
+		ok := true
+		want = l.prev
+		if delta.Ingresses {
+			want, ok = model.TryUpdateIngresses(want, l.w.ChangedIngresses(delta.IngressKeys), l.opts)
+		}
+		if ok && len(delta.Services) > 0 {
+			want, ok = model.TryRefreshEndpoints(want, l.w.EndpointsSnapshot(delta.Services), l.opts, delta.Services)
+		}
+		l.log.Debug("model updated", "ingresses", len(delta.IngressKeys), "services", len(delta.Services), "took", time.Since(start), "ok", ok)
+		if !ok {
+			want = nil
+		}
 	}
 	if want == nil {
 		snap, more := l.w.SnapshotDelta()
@@ -624,9 +636,6 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 			want = model.Build(snap, l.opts)
 			l.log.Debug("model built", "took", time.Since(start))
 		default:
-			// Only Ingresses or endpoints moved: at thousands of
-			// Ingresses a full Build would delay a new host or new
-			// server addresses by tens of milliseconds.
 			want = l.prev
 			if delta.Ingresses {
 				want = model.UpdateIngresses(want, snap, l.opts)

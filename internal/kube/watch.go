@@ -112,8 +112,9 @@ type Delta struct {
 	// (or may have).
 	Other bool
 	// Ingresses: an Ingress was added, deleted or changed (other than in
-	// its status).
-	Ingresses bool
+	// its status); IngressKeys says which.
+	Ingresses   bool
+	IngressKeys map[model.ObjectRef]bool
 	// Services whose EndpointSlices changed, by the slices'
 	// kubernetes.io/service-name label, before and after the change.
 	Services map[model.ServiceKey]bool
@@ -204,25 +205,52 @@ func (w *Watcher) notify(inf cache.SharedIndexInformer) cache.SharedIndexInforme
 // notifyIngresses records Ingress changes apart from the others: the model
 // applies them to its previous result (model.UpdateIngresses).
 func (w *Watcher) notifyIngresses(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
-	changed := func() {
+	changed := func(o any) {
+		if d, isTomb := o.(cache.DeletedFinalStateUnknown); isTomb {
+			o = d.Obj
+		}
 		w.dirtyMu.Lock()
 		w.dirty.Ingresses = true
+		if ing, ok := o.(*networkingv1.Ingress); ok {
+			if w.dirty.IngressKeys == nil {
+				w.dirty.IngressKeys = map[model.ObjectRef]bool{}
+			}
+			w.dirty.IngressKeys[model.ObjectRef{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name}] = true
+		} else {
+			// Not knowing which Ingress changed, look at all of them.
+			w.dirty.Other = true
+		}
 		w.dirtyMu.Unlock()
 		w.signal()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { changed() },
+		AddFunc: func(o any) { changed(o) },
 		UpdateFunc: func(old, cur any) {
 			if !statusOnly(old, cur) {
-				changed()
+				changed(cur)
 			} else if h := w.statusHook.Load(); h != nil {
 				ing := cur.(*networkingv1.Ingress)
 				(*h)(ing.Namespace, ing.Name)
 			}
 		},
-		DeleteFunc: func(any) { changed() },
+		DeleteFunc: func(o any) { changed(o) },
 	})
 	return inf
+}
+
+// ChangedIngresses looks up the Ingresses of a Delta's IngressKeys in the
+// caches: nil for one that is gone (or in a blacklisted namespace), as
+// model.TryUpdateIngresses takes them.
+func (w *Watcher) ChangedIngresses(keys map[model.ObjectRef]bool) map[model.ObjectRef]*networkingv1.Ingress {
+	out := make(map[model.ObjectRef]*networkingv1.Ingress, len(keys))
+	for k := range keys {
+		var ing *networkingv1.Ingress
+		if !slices.Contains(w.opts.NamespaceBlacklist, k.Namespace) {
+			ing = w.Ingress(k.Namespace, k.Name)
+		}
+		out[k] = ing
+	}
+	return out
 }
 
 // OnIngressStatus makes f run when an Ingress's status alone changes

@@ -139,8 +139,13 @@ func TestSnapshotDelta(t *testing.T) {
 	if _, err := ings.Create(ctx, ing, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if s, d = waitDelta(t, w); d.Other || !d.Ingresses || len(d.Services) != 0 || len(s.Ingresses) != 1 {
+	webIng := model.ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "web"}
+	if s, d = waitDelta(t, w); d.Other || !d.Ingresses || !reflect.DeepEqual(d.IngressKeys, map[model.ObjectRef]bool{webIng: true}) ||
+		len(d.Services) != 0 || len(s.Ingresses) != 1 {
 		t.Fatalf("after an Ingress was created: %+v, %d Ingresses", d, len(s.Ingresses))
+	}
+	if got := w.ChangedIngresses(d.IngressKeys); got[webIng] == nil || got[webIng].Spec.Rules[0].Host != "web.test" {
+		t.Fatalf("changed Ingresses: %v", got)
 	}
 	statusSeen := make(chan string, 1)
 	w.OnIngressStatus(func(ns, name string) { statusSeen <- ns + "/" + name })

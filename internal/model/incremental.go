@@ -194,6 +194,36 @@ func updateIngresses(prev *Desired, s *Snapshot, o Options) *Desired {
 			}
 		}
 	}
+	return applyIngressChanges(prev, x, changes)
+}
+
+// TryUpdateIngresses is UpdateIngresses told what changed instead of given
+// a snapshot: current holds, by namespace and name, every Ingress that may
+// have changed since prev, as it is now, nil when it is gone. ok is false
+// when a Build is needed. Nothing else may have changed since prev but
+// EndpointSlices, which are left to RefreshEndpoints. It costs the
+// change: no snapshot of every cached object needs to be taken.
+func TryUpdateIngresses(prev *Desired, current map[ObjectRef]*networkingv1.Ingress, o Options) (d *Desired, ok bool) {
+	if prev == nil {
+		return nil, false
+	}
+	x := prev.inc
+	if x == nil || x.owner != prev || !reflect.DeepEqual(o, x.b.o) {
+		return nil, false
+	}
+	var changes []ingressChange
+	for ref, cur := range current {
+		if old := x.ings[ref]; old != cur {
+			changes = append(changes, ingressChange{ref, old, cur})
+		}
+	}
+	d = applyIngressChanges(prev, x, changes)
+	return d, d != nil
+}
+
+// applyIngressChanges applies changes to prev, or returns nil when one of
+// them is not plain.
+func applyIngressChanges(prev *Desired, x *ingressIndex, changes []ingressChange) *Desired {
 	if len(changes) > maxIncremental {
 		return nil
 	}
