@@ -147,6 +147,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	tuneMemory(log)
 	upCfg, err := UpstreamConfig(c)
 	if err != nil {
 		return err

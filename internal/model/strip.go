@@ -54,10 +54,25 @@ func StripUnread(obj any) (any, error) {
 		}
 		for i := range o.Endpoints {
 			ep := &o.Endpoints[i]
-			*ep = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions}
+			*ep = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: discoveryv1.EndpointConditions{
+				Ready: sharedBool(ep.Conditions.Ready), Serving: sharedBool(ep.Conditions.Serving), Terminating: sharedBool(ep.Conditions.Terminating)}}
 		}
 	}
 	return stripMeta(obj)
+}
+
+// Every endpoint's conditions point at these two: three small
+// allocations fewer per endpoint, 300,000 at 100,000 endpoints.
+var boolTrue, boolFalse = true, false
+
+func sharedBool(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &boolTrue
+	}
+	return &boolFalse
 }
 
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
