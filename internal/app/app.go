@@ -613,11 +613,16 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 		want = l.prev
 		if delta.Ingresses {
 			want, ok = model.TryUpdateIngresses(want, l.w.ChangedIngresses(delta.IngressKeys), l.opts)
+			if ok {
+				l.log.Debug("ingresses updated", "ingresses", len(delta.IngressKeys), "took", time.Since(start))
+			}
 		}
 		if ok && len(delta.Services) > 0 {
 			want, ok = model.TryRefreshEndpoints(want, l.w.EndpointsSnapshot(delta.Services), l.opts, delta.Services)
+			if ok {
+				l.log.Debug("endpoints refreshed", "services", len(delta.Services), "took", time.Since(start))
+			}
 		}
-		l.log.Debug("model updated", "ingresses", len(delta.IngressKeys), "services", len(delta.Services), "took", time.Since(start), "ok", ok)
 		if !ok {
 			want = nil
 		}
@@ -644,7 +649,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 			if len(delta.Services) > 0 {
 				want = model.RefreshEndpoints(want, snap, l.opts, delta.Services)
 			}
-			l.log.Debug("model updated", "ingresses", delta.Ingresses, "services", len(delta.Services), "took", time.Since(start))
+			l.log.Debug("model updated from a snapshot", "ingresses", delta.Ingresses, "services", len(delta.Services), "took", time.Since(start))
 		}
 	}
 	if l.w.WatchSecrets(want.SecretRefs) {
