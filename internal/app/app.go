@@ -513,8 +513,10 @@ type loop struct {
 	// whether the driver added to it.
 	reported      []model.Problem
 	reportedExtra bool
-	// sized is when the cache size metrics were last set.
-	sized time.Time
+	// sizesStale: a pass ran since the cache size metrics were last set.
+	sizesStale bool
+	// secretRefs is the list last given to WatchSecrets.
+	secretRefs []string
 }
 
 // sameSlice reports whether a and b are the very same slice.
@@ -543,6 +545,8 @@ func applyRetry(failures int) time.Duration {
 func (l *loop) run(ctx context.Context, onServing func()) error {
 	var retry <-chan time.Time
 	failures := 0
+	sizes := time.NewTicker(time.Second)
+	defer sizes.Stop()
 	pending := true // the first pass applies the initial state
 	for {
 		// While failing, changes wait for the retry: they rarely cure
@@ -589,6 +593,13 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 		case <-retry:
 			retry = nil
 			pending = true
+		case <-sizes.C:
+			if l.sizesStale {
+				l.sizesStale = false
+				for k, n := range l.w.Sizes() {
+					l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
+				}
+			}
 		case o := <-l.reconf:
 			// The certificate generated at start stays: a new one
 			// would reload HAProxy for nothing.
@@ -652,11 +663,14 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 			l.log.Debug("model updated from a snapshot", "ingresses", delta.Ingresses, "services", len(delta.Services), "took", time.Since(start))
 		}
 	}
-	if l.w.WatchSecrets(want.SecretRefs) {
+	// Incremental passes keep the very same list when no reference
+	// changed: nothing to look at then, however many Secrets there are.
+	if !sameSlice(want.SecretRefs, l.secretRefs) && l.w.WatchSecrets(want.SecretRefs) {
 		// Newly referenced Secrets are now listed as loading: build
 		// again so their absence is not reported as a problem.
 		want = model.Build(l.w.Snapshot(), l.opts)
 	}
+	l.secretRefs = want.SecretRefs
 	l.prev = want
 	res, err := l.drv.Apply(ctx, want)
 	// An unchanged list of problems (the same slice, as incremental
@@ -669,13 +683,8 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	// later; quarantine is what HAProxy itself refused.
 	l.m.Problems.Set(float64(len(want.Problems) + len(res.Dropped)))
 	l.m.Quarantined.Set(float64(len(res.Quarantined)))
-	// Counting the caches lists every key: at most once a second.
-	if now := time.Now(); now.Sub(l.sized) >= time.Second {
-		l.sized = now
-		for k, n := range l.w.Sizes() {
-			l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
-		}
-	}
+	// Counting the caches lists every key: at most once a second (run).
+	l.sizesStale = true
 	for kind, n := range res.RuntimeOpsByKind {
 		l.m.RuntimeOps.WithLabelValues(kind, res.RuntimeResult).Add(float64(n))
 	}

@@ -137,12 +137,13 @@ func namedHosts(ing *networkingv1.Ingress) []string {
 }
 
 // UpdateIngresses returns what Build(s, o) returns when prev was built (by
-// Build, RefreshEndpoints or UpdateIngresses) from a snapshot that differs
-// from s only in its Ingresses and EndpointSlices already applied. It
-// applies changed plain Ingresses (see above) to prev, at a cost that
-// grows with the change and not with the cluster, and runs Build for
-// anything else. prev is not modified, but can no longer be updated
-// itself: pass the result next time.
+// Build, RefreshEndpoints, UpdateIngresses or TryUpdateIngresses) from a
+// snapshot that differs from s only in its Ingresses, and in EndpointSlices
+// whose change the caller then passes to RefreshEndpoints. It applies
+// changed plain Ingresses (see above) to prev, at a cost that grows with
+// the change apart from one look at every Ingress's pointer, and runs
+// Build for anything else. prev is not modified, but can no longer be
+// updated itself: pass the result next time.
 func UpdateIngresses(prev *Desired, s *Snapshot, o Options) *Desired {
 	if d := updateIngresses(prev, s, o); d != nil {
 		return d
