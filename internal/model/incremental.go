@@ -115,7 +115,7 @@ func newIngressIndex(b *builder, served []*networkingv1.Ingress) *ingressIndex {
 	// many updates keeps neither the old snapshot's lists nor the first
 	// result alive.
 	b.claims, b.hostOwners, b.httpHosts, b.passthroughHosts, b.slices, b.gwSplits = nil, nil, nil, nil, nil, nil
-	b.ingValues, b.variantKeys, b.secrets, b.d = nil, nil, nil, nil
+	b.ingValues, b.variantKeys, b.secrets, b.d, b.backends = nil, nil, nil, nil, nil
 	b.s = &Snapshot{ConfigMap: s.ConfigMap, ErrorFiles: s.ErrorFiles, TCPServices: s.TCPServices, PatternFiles: s.PatternFiles}
 	return x
 }
