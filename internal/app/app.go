@@ -158,6 +158,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	tuneMemory(log)
 	upCfg, err := UpstreamConfig(c)
 	if err != nil {
 		return err
@@ -538,6 +539,19 @@ type loop struct {
 	reconf chan model.Options
 	// everServed: a full configuration was served once.
 	everServed bool
+	// reported is the model's problem list last reported, reportedExtra
+	// whether the driver added to it.
+	reported      []model.Problem
+	reportedExtra bool
+	// sizesStale: a pass ran since the cache size metrics were last set.
+	sizesStale bool
+	// secretRefs is the list last given to WatchSecrets.
+	secretRefs []string
+}
+
+// sameSlice reports whether a and b are the very same slice.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Failed passes are retried after minApplyRetry, doubling up to
@@ -561,6 +575,8 @@ func applyRetry(failures int) time.Duration {
 func (l *loop) run(ctx context.Context, onServing func()) error {
 	var retry <-chan time.Time
 	failures := 0
+	sizes := time.NewTicker(time.Second)
+	defer sizes.Stop()
 	pending := true // the first pass applies the initial state
 	for {
 		// While failing, changes wait for the retry: they rarely cure
@@ -607,6 +623,13 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 		case <-retry:
 			retry = nil
 			pending = true
+		case <-sizes.C:
+			if l.sizesStale {
+				l.sizesStale = false
+				for k, n := range l.w.Sizes() {
+					l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
+				}
+			}
 		case o := <-l.reconf:
 			// The certificate generated at start stays: a new one
 			// would reload HAProxy for nothing.
@@ -619,33 +642,79 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 }
 
 func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
-	snap, delta := l.w.SnapshotDelta()
+	delta := l.w.TakeDelta()
 	var want *model.Desired
+	start := time.Now()
 	if !delta.Other && l.prev != nil {
-		// Only endpoints moved: at thousands of Ingresses a full Build
-		// would delay the new server addresses by tens of milliseconds.
-		start := time.Now()
-		want = model.RefreshEndpoints(l.prev, snap, l.opts, delta.Services)
-		l.log.Debug("endpoints refreshed", "services", len(delta.Services), "took", time.Since(start))
-	} else {
-		want = model.Build(snap, l.opts)
+		// Only Ingresses or endpoints moved: at thousands of Ingresses a
+		// full Build, or even a copy of every cached object, would delay
+		// a new host or new server addresses by tens of milliseconds. The
+		// changed objects are all the model needs to see.
+		ok := true
+		want = l.prev
+		if delta.Ingresses {
+			want, ok = model.TryUpdateIngresses(want, l.w.ChangedIngresses(delta.IngressKeys), l.opts)
+			if ok {
+				l.log.Debug("ingresses updated", "ingresses", len(delta.IngressKeys), "took", time.Since(start))
+			}
+		}
+		if ok && len(delta.Services) > 0 {
+			want, ok = model.TryRefreshEndpoints(want, l.w.EndpointsSnapshot(delta.Services), l.opts, delta.Services)
+			if ok {
+				l.log.Debug("endpoints refreshed", "services", len(delta.Services), "took", time.Since(start))
+			}
+		}
+		if !ok {
+			want = nil
+		}
 	}
-	if l.w.WatchSecrets(want.SecretRefs) {
+	if want == nil {
+		snap, more := l.w.SnapshotDelta()
+		delta.Other = delta.Other || more.Other
+		delta.Ingresses = delta.Ingresses || more.Ingresses
+		for k := range more.Services {
+			if delta.Services == nil {
+				delta.Services = map[model.ServiceKey]bool{}
+			}
+			delta.Services[k] = true
+		}
+		switch {
+		case delta.Other || l.prev == nil:
+			want = model.Build(snap, l.opts)
+			l.log.Debug("model built", "took", time.Since(start))
+		default:
+			want = l.prev
+			if delta.Ingresses {
+				want = model.UpdateIngresses(want, snap, l.opts)
+			}
+			if len(delta.Services) > 0 {
+				want = model.RefreshEndpoints(want, snap, l.opts, delta.Services)
+			}
+			l.log.Debug("model updated from a snapshot", "ingresses", delta.Ingresses, "services", len(delta.Services), "took", time.Since(start))
+		}
+	}
+	// Incremental passes keep the very same list when no reference
+	// changed: nothing to look at then, however many Secrets there are.
+	if !sameSlice(want.SecretRefs, l.secretRefs) && l.w.WatchSecrets(want.SecretRefs) {
 		// Newly referenced Secrets are now listed as loading: build
 		// again so their absence is not reported as a problem.
 		want = model.Build(l.w.Snapshot(), l.opts)
 	}
+	l.secretRefs = want.SecretRefs
 	l.prev = want
 	res, err := l.drv.Apply(ctx, want)
-	all := slices.Concat(want.Problems, res.Dropped, res.Quarantined)
-	l.problems.Report(all)
+	// An unchanged list of problems (the same slice, as incremental
+	// updates keep it) has nothing new to report.
+	if !sameSlice(want.Problems, l.reported) || len(res.Dropped)+len(res.Quarantined) > 0 || l.reportedExtra {
+		l.problems.Report(slices.Concat(want.Problems, res.Dropped, res.Quarantined))
+		l.reported, l.reportedExtra = want.Problems, len(res.Dropped)+len(res.Quarantined) > 0
+	}
 	// Values the driver dropped were rejected by validation too, only
 	// later; quarantine is what HAProxy itself refused.
 	l.m.Problems.Set(float64(len(want.Problems) + len(res.Dropped)))
 	l.m.Quarantined.Set(float64(len(res.Quarantined)))
-	for k, n := range l.w.Sizes() {
-		l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
-	}
+	// Counting the caches lists every key: at most once a second (run).
+	l.sizesStale = true
 	for kind, n := range res.RuntimeOpsByKind {
 		l.m.RuntimeOps.WithLabelValues(kind, res.RuntimeResult).Add(float64(n))
 	}

@@ -206,6 +206,9 @@ func (k *KubeSource) run(ctx context.Context, api calicoAPI, update func(Cluster
 	var synced []cache.InformerSynced
 	factory := informers.NewSharedInformerFactory(k.kube, k.Resync)
 	nodeInf := factory.Core().V1().Nodes().Informer()
+	if err := nodeInf.SetTransform(stripNode); err != nil {
+		return fmt.Errorf("node informer: %w", err)
+	}
 	if _, err := nodeInf.AddEventHandler(handler); err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}
@@ -413,6 +416,32 @@ func ipv6Endpoints(objs []any) map[ServiceRef][]netip.Addr {
 	}
 	return out
 }
+
+// stripNode keeps of a Node what nodeFromObject reads before it enters the
+// cache: a Node's status (images, conditions, capacity, system info) and
+// managed fields are many kilobytes each, and nothing here reads them.
+func stripNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.ManagedFields = nil
+	n.OwnerReferences = nil
+	if _, ok := n.Annotations[lastApplied]; ok {
+		a := make(map[string]string, len(n.Annotations)-1)
+		for k, v := range n.Annotations {
+			if k != lastApplied {
+				a[k] = v
+			}
+		}
+		n.Annotations = a
+	}
+	n.Spec = corev1.NodeSpec{PodCIDR: n.Spec.PodCIDR, PodCIDRs: n.Spec.PodCIDRs}
+	n.Status = corev1.NodeStatus{Addresses: n.Status.Addresses}
+	return n, nil
+}
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // nodeFromObject extracts the BGP view of a Node: Calico's BGP addresses
 // (annotations, without their masks) or else the first InternalIP of each

@@ -64,16 +64,27 @@ func TestNodeFromObject(t *testing.T) {
 			return n
 		}(), "e 198.19.64.5 invalid IP [198.19.64.5] 0 [198.18.5.0/24 2001:db8:5::/64]"},
 	} {
-		n, ok := nodeFromObject(tc.n)
-		got := "-"
-		if ok {
-			got = fmt.Sprintf("%s %s %s %v %d", n.Name, n.PeerAddress, n.PeerAddress6, n.Addresses, n.AS)
-			if len(n.PodCIDRs) > 0 {
-				got += fmt.Sprintf(" %v", n.PodCIDRs)
-			}
+		// The cache holds Nodes stripped (stripNode): the same view.
+		bulky := tc.n.DeepCopy()
+		bulky.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}}
+		bulky.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		bulky.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+		stripped, _ := stripNode(bulky)
+		if sn := stripped.(*corev1.Node); sn.Status.Images != nil || sn.Status.Conditions != nil || sn.ManagedFields != nil {
+			t.Errorf("%s: stripped node keeps %+v", tc.name, sn)
 		}
-		if got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		for _, in := range []*corev1.Node{tc.n, stripped.(*corev1.Node)} {
+			n, ok := nodeFromObject(in)
+			got := "-"
+			if ok {
+				got = fmt.Sprintf("%s %s %s %v %d", n.Name, n.PeerAddress, n.PeerAddress6, n.Addresses, n.AS)
+				if len(n.PodCIDRs) > 0 {
+					got += fmt.Sprintf(" %v", n.PodCIDRs)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+			}
 		}
 	}
 }

@@ -350,6 +350,7 @@ func runScale(b *testing.B, n int) {
 		return nil
 	})
 	daemonRSS := rssMiB(d.cmd.Process.Pid)
+	d.heapProfile(b, profDir, fmt.Sprintf("heap-%d", n))
 	var workersRSS, masterRSS float64
 	for _, pid := range haproxyPIDs(d.runtimeDir) {
 		if parentPID(pid) == d.cmd.Process.Pid {
@@ -417,6 +418,29 @@ func (d *daemon) profile(b *testing.B, dir, name string) (stop func()) {
 		}
 	}()
 	return func() { <-done }
+}
+
+// heapProfile records the daemon's heap profile (--pprof) into
+// dir/name.prof, to see what the RSS figure is made of.
+func (d *daemon) heapProfile(b *testing.B, dir, name string) {
+	if dir == "" {
+		return
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", d.ctrlPort))
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(filepath.Join(dir, name+".prof"))
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.ReadFrom(resp.Body); err != nil {
+		b.Error(err)
+	}
 }
 
 // served polls until host answers 200.

@@ -136,6 +136,27 @@ func (n *nameResolver) want(svcs []*corev1.Service) map[string]model.ResolvedNam
 	return out
 }
 
+// current returns the answers for the names of svcs' ExternalName
+// Services, leaving the set of names looked up as it is.
+func (n *nameResolver) current(svcs []*corev1.Service) map[string]model.ResolvedName {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out map[string]model.ResolvedName
+	for _, svc := range svcs {
+		if svc.Spec.Type != corev1.ServiceTypeExternalName || svc.Spec.ExternalName == "" {
+			continue
+		}
+		key := model.ExternalNameKey(svc.Spec.ExternalName)
+		if e := n.names[key]; e != nil && e.have {
+			if out == nil {
+				out = map[string]model.ResolvedName{}
+			}
+			out[key] = e.result
+		}
+	}
+	return out
+}
+
 // run starts name's lookups; n.mu is held.
 func (n *nameResolver) run(name string, e *resolvedName) {
 	ctx, cancel := context.WithCancel(n.ctx)

@@ -114,13 +114,13 @@ func (w *Watcher) startGateway(ctx context.Context) bool {
 		}
 		// Gateway API objects are few next to Services and slices: one
 		// cluster-wide watch each, filtered by namespace in the model.
-		f := gwinformers.NewSharedInformerFactoryWithOptions(g.cs, w.opts.Resync, gwinformers.WithTransform(stripManagedFields))
+		f := gwinformers.NewSharedInformerFactoryWithOptions(g.cs, w.opts.Resync, gwinformers.WithTransform(model.StripUnread))
 		v1 := f.Gateway().V1()
 		classes := w.notify(v1.GatewayClasses().Informer())
 		gws := w.notify(v1.Gateways().Informer())
 		routes := w.notify(v1.HTTPRoutes().Informer())
 		grants := w.notify(v1.ReferenceGrants().Informer())
-		nsf := informers.NewSharedInformerFactoryWithOptions(w.cs, w.opts.Resync, informers.WithTransform(stripManagedFields))
+		nsf := informers.NewSharedInformerFactoryWithOptions(w.cs, w.opts.Resync, informers.WithTransform(model.StripUnread))
 		nss := w.notify(nsf.Core().V1().Namespaces().Informer())
 		f.Start(ctx.Done())
 		nsf.Start(ctx.Done())

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/perimeter-ingress/perimeter/internal/model"
 )
 
 // DefaultCoalesceSecrets is how many referenced Secrets of one namespace
@@ -92,7 +94,7 @@ func (w *Watcher) startNamespaceSecrets(ns string) *nsSecrets {
 // keepWantedSecret is the namespace watch's transform: a Secret nothing
 // references is cached without its data.
 func (w *Watcher) keepWantedSecret(o any) (any, error) {
-	o, _ = stripManagedFields(o)
+	o, _ = model.StripUnread(o)
 	s, ok := o.(*corev1.Secret)
 	if !ok || w.isWanted(s.Namespace+"/"+s.Name) {
 		return o, nil

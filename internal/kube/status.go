@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -61,8 +62,16 @@ type StatusWriter struct {
 	// the lead mean shutting down (and clearing, when asked to).
 	stopping <-chan struct{}
 
-	mu      sync.Mutex
-	served  map[model.ObjectRef]bool
+	mu     sync.Mutex
+	served map[model.ObjectRef]bool
+	// servedList is what Serve was last given, sorted as model.Desired
+	// keeps it, to find what changed without rebuilding served.
+	servedList []model.ObjectRef
+	// dirty are the Ingresses to check at the next pass: those whose
+	// being served changed, or whose status someone else changed. all
+	// asks for every cached Ingress instead.
+	dirty   map[model.ObjectRef]bool
+	all     bool
 	gateway *model.GatewayAPIStatus
 	kick    chan struct{}
 	leading bool
@@ -89,7 +98,10 @@ func NewStatusWriter(cs kubernetes.Interface, w *Watcher, opts StatusOptions, lo
 	if w != nil {
 		// A status someone else changed is put right without waiting
 		// for the next tick.
-		w.OnIngressStatus(func() {
+		w.OnIngressStatus(func(namespace, name string) {
+			s.mu.Lock()
+			s.markDirty(model.ObjectRef{Kind: "Ingress", Namespace: namespace, Name: name})
+			s.mu.Unlock()
 			select {
 			case s.kick <- struct{}{}:
 			default:
@@ -106,18 +118,66 @@ func NewStatusWriter(cs kubernetes.Interface, w *Watcher, opts StatusOptions, lo
 	return s
 }
 
-// Serve hands the writer the set of Ingresses the daemon serves now.
+// Serve hands the writer the set of Ingresses the daemon serves now, sorted
+// as model.Desired.Served is. Only the Ingresses that entered or left the
+// set are checked at the next pass, so a pass after a one-Ingress change
+// costs one Ingress, not all of them.
 func (s *StatusWriter) Serve(refs []model.ObjectRef) {
-	m := make(map[model.ObjectRef]bool, len(refs))
-	for _, r := range refs {
-		m[r] = true
-	}
 	s.mu.Lock()
-	s.served = m
+	if s.served == nil {
+		s.served = make(map[model.ObjectRef]bool, len(refs))
+		for _, r := range refs {
+			s.served[r] = true
+		}
+		s.all = true
+	} else {
+		diffSorted(s.servedList, refs, func(r model.ObjectRef, in bool) {
+			if in {
+				s.served[r] = true
+			} else {
+				delete(s.served, r)
+			}
+			s.markDirty(r)
+		})
+	}
+	s.servedList = refs
+	kick := s.all || len(s.dirty) > 0
 	s.mu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
+	if kick {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// markDirty queues r for the next pass; s.mu is held.
+func (s *StatusWriter) markDirty(r model.ObjectRef) {
+	if s.dirty == nil {
+		s.dirty = map[model.ObjectRef]bool{}
+	}
+	s.dirty[r] = true
+}
+
+// diffSorted calls f for every ref in exactly one of two lists sorted by
+// kind, namespace and name: in tells whether it is in b.
+func diffSorted(a, b []model.ObjectRef, f func(r model.ObjectRef, in bool)) {
+	cmpRef := func(x, y model.ObjectRef) int {
+		return cmp.Or(cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	}
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || i < len(a) && cmpRef(a[i], b[j]) < 0:
+			f(a[i], false)
+			i++
+		case i == len(a) || cmpRef(a[i], b[j]) > 0:
+			f(b[j], true)
+			j++
+		default:
+			i++
+			j++
+		}
 	}
 }
 
@@ -186,6 +246,11 @@ func (s *StatusWriter) lead(ctx context.Context) {
 	}
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
+	// Leading starts with a pass over every Ingress: another writer may
+	// have left any of them behind.
+	s.mu.Lock()
+	s.all = true
+	s.mu.Unlock()
 	for {
 		s.sync(ctx, false)
 		select {
@@ -204,6 +269,9 @@ func (s *StatusWriter) lead(ctx context.Context) {
 			return
 		case <-s.kick:
 		case <-tick.C:
+			s.mu.Lock()
+			s.all = true
+			s.mu.Unlock()
 		}
 	}
 }
@@ -212,9 +280,10 @@ func (s *StatusWriter) lead(ctx context.Context) {
 // time, 10,000 Ingresses would take minutes even at a high client QPS.
 const statusWriters = 16
 
-// sync writes the status of every cached Ingress that differs from what it
-// should be: ours for served Ingresses, empty for ones that carry our
-// addresses but are no longer ours. No write happens when nothing differs.
+// sync writes the status of the Ingresses to check (every cached one, or
+// the dirty ones) that differs from what it should be: ours for served
+// Ingresses, empty for ones that carry our addresses but are no longer
+// ours. No write happens when nothing differs.
 func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
 	start := time.Now()
 	s.mu.Lock()
@@ -228,25 +297,43 @@ func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
 	}
 	first := !s.passed && len(served) > 0
 	s.passed = s.passed || first
+	all, dirty := s.all || clearAll, s.dirty
+	s.all, s.dirty = false, nil
+	// served is only ever replaced entry by entry under s.mu: the pass
+	// reads it under the lock too.
+	var ings []*networkingv1.Ingress
+	if all {
+		ings = s.w.AllIngresses()
+	} else {
+		for r := range dirty {
+			if ing := s.w.Ingress(r.Namespace, r.Name); ing != nil {
+				ings = append(ings, ing)
+			}
+		}
+	}
+	nServed := len(served)
+	want := make([]bool, len(ings))
+	for i, ing := range ings {
+		want[i] = served[model.ObjectRef{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name}]
+	}
 	s.mu.Unlock()
 	var todo []*networkingv1.Ingress
-	for _, ing := range s.w.AllIngresses() {
-		ref := model.ObjectRef{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name}
+	for i, ing := range ings {
 		cur := ing.Status.LoadBalancer.Ingress
-		var want []networkingv1.IngressLoadBalancerIngress
+		var lb []networkingv1.IngressLoadBalancerIngress
 		switch {
-		case served[ref] && !clearAll:
-			want = s.want
+		case want[i] && !clearAll:
+			lb = s.want
 		case sameLB(cur, s.want) && len(cur) > 0:
-			want = nil
+			lb = nil
 		default:
 			continue
 		}
-		if sameLB(cur, want) {
+		if sameLB(cur, lb) {
 			continue
 		}
 		up := ing.DeepCopy()
-		up.Status.LoadBalancer.Ingress = want
+		up.Status.LoadBalancer.Ingress = lb
 		todo = append(todo, up)
 	}
 	var next, failed atomic.Int64
@@ -258,6 +345,10 @@ func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
 				if _, err := s.cs.NetworkingV1().Ingresses(up.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
 					failed.Add(1)
 					s.log.Warn("ingress status", "namespace", up.Namespace, "name", up.Name, "err", err)
+					// Tried again at the next pass.
+					s.mu.Lock()
+					s.markDirty(model.ObjectRef{Kind: "Ingress", Namespace: up.Namespace, Name: up.Name})
+					s.mu.Unlock()
 					continue
 				}
 				s.log.Debug("ingress status written", "namespace", up.Namespace, "name", up.Name, "addresses", len(up.Status.LoadBalancer.Ingress))
@@ -269,7 +360,7 @@ func (s *StatusWriter) sync(ctx context.Context, clearAll bool) {
 	if first || len(todo) > 0 {
 		level = slog.LevelInfo
 	}
-	s.log.Log(ctx, level, "ingress status pass", "served", len(served), "written", len(todo)-int(failed.Load()),
+	s.log.Log(ctx, level, "ingress status pass", "served", nServed, "checked", len(ings), "written", len(todo)-int(failed.Load()),
 		"failed", failed.Load(), "took", time.Since(start).Round(time.Millisecond))
 	if !clearAll {
 		s.syncGatewayAPI(ctx)

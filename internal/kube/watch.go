@@ -69,7 +69,7 @@ type Watcher struct {
 	changed chan struct{}
 
 	// statusHook runs on status-only Ingress updates (OnIngressStatus).
-	statusHook atomic.Pointer[func()]
+	statusHook atomic.Pointer[func(namespace, name string)]
 
 	factories []informers.SharedInformerFactory // one per whitelisted namespace, or one cluster-wide
 	classes   informers.SharedInformerFactory   // IngressClasses are cluster-scoped
@@ -108,8 +108,13 @@ type Watcher struct {
 // Delta says what changed between two snapshots, so that a change to
 // EndpointSlices alone can skip rebuilding everything else.
 type Delta struct {
-	// Other: something other than EndpointSlices changed (or may have).
+	// Other: something other than Ingresses and EndpointSlices changed
+	// (or may have).
 	Other bool
+	// Ingresses: an Ingress was added, deleted or changed (other than in
+	// its status); IngressKeys says which.
+	Ingresses   bool
+	IngressKeys map[model.ObjectRef]bool
 	// Services whose EndpointSlices changed, by the slices'
 	// kubernetes.io/service-name label, before and after the change.
 	Services map[model.ServiceKey]bool
@@ -135,9 +140,8 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 		secrets:    map[string]*namedInformer{},
 		nsSecrets:  map[string]*nsSecrets{},
 	}
-	// Managed fields are a large share of every object and the model never
-	// reads them.
-	strip := informers.WithTransform(stripManagedFields)
+	// Most of every cached object is fields the model never reads.
+	strip := informers.WithTransform(model.StripUnread)
 	namespaces := opts.NamespaceWhitelist
 	if len(namespaces) == 0 {
 		namespaces = []string{corev1.NamespaceAll}
@@ -145,9 +149,17 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(cs, opts.Resync, informers.WithNamespace(ns), strip)
 		w.factories = append(w.factories, f)
-		w.ingresses = append(w.ingresses, w.notify(f.Networking().V1().Ingresses().Informer()))
+		w.ingresses = append(w.ingresses, w.notifyIngresses(f.Networking().V1().Ingresses().Informer()))
 		w.services = append(w.services, w.notify(f.Core().V1().Services().Informer()))
-		w.slices = append(w.slices, w.notifySlices(f.Discovery().V1().EndpointSlices().Informer()))
+		sl := f.Discovery().V1().EndpointSlices().Informer()
+		// EndpointsSnapshot finds a Service's slices without a scan.
+		_ = sl.AddIndexers(cache.Indexers{sliceServiceIndex: func(o any) ([]string, error) {
+			if k, known, _ := sliceService(o); known {
+				return []string{k.Namespace + "/" + k.Name}, nil
+			}
+			return nil, nil
+		}})
+		w.slices = append(w.slices, w.notifySlices(sl))
 	}
 	if opts.ExternalNames {
 		w.names = newNameResolver(opts.ExternalNameResolver, opts.ExternalNameInterval, w.namesChanged)
@@ -171,7 +183,7 @@ func (w *Watcher) single(resource, ns, name string, obj runtime.Object) cache.Sh
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	})
 	inf := cache.NewSharedIndexInformer(lw, obj, w.opts.Resync, cache.Indexers{})
-	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetTransform(model.StripUnread)
 	return inf
 }
 
@@ -183,22 +195,67 @@ func (w *Watcher) notify(inf cache.SharedIndexInformer) cache.SharedIndexInforme
 		w.signal()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { changed() },
-		UpdateFunc: func(old, cur any) {
-			if !statusOnly(old, cur) {
-				changed()
-			} else if h := w.statusHook.Load(); h != nil {
-				(*h)()
-			}
-		},
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
 		DeleteFunc: func(any) { changed() },
 	})
 	return inf
 }
 
+// notifyIngresses records Ingress changes apart from the others: the model
+// applies them to its previous result (model.UpdateIngresses).
+func (w *Watcher) notifyIngresses(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
+	changed := func(o any) {
+		if d, isTomb := o.(cache.DeletedFinalStateUnknown); isTomb {
+			o = d.Obj
+		}
+		w.dirtyMu.Lock()
+		w.dirty.Ingresses = true
+		if ing, ok := o.(*networkingv1.Ingress); ok {
+			if w.dirty.IngressKeys == nil {
+				w.dirty.IngressKeys = map[model.ObjectRef]bool{}
+			}
+			w.dirty.IngressKeys[model.ObjectRef{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name}] = true
+		} else {
+			// Not knowing which Ingress changed, look at all of them.
+			w.dirty.Other = true
+		}
+		w.dirtyMu.Unlock()
+		w.signal()
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { changed(o) },
+		UpdateFunc: func(old, cur any) {
+			if !statusOnly(old, cur) {
+				changed(cur)
+			} else if h := w.statusHook.Load(); h != nil {
+				ing := cur.(*networkingv1.Ingress)
+				(*h)(ing.Namespace, ing.Name)
+			}
+		},
+		DeleteFunc: func(o any) { changed(o) },
+	})
+	return inf
+}
+
+// ChangedIngresses looks up the Ingresses of a Delta's IngressKeys in the
+// caches: nil for one that is gone (or in a blacklisted namespace), as
+// model.TryUpdateIngresses takes them.
+func (w *Watcher) ChangedIngresses(keys map[model.ObjectRef]bool) map[model.ObjectRef]*networkingv1.Ingress {
+	out := make(map[model.ObjectRef]*networkingv1.Ingress, len(keys))
+	for k := range keys {
+		var ing *networkingv1.Ingress
+		if !slices.Contains(w.opts.NamespaceBlacklist, k.Namespace) {
+			ing = w.Ingress(k.Namespace, k.Name)
+		}
+		out[k] = ing
+	}
+	return out
+}
+
 // OnIngressStatus makes f run when an Ingress's status alone changes
 // (which is no change for the model): the status writer checks it again.
-func (w *Watcher) OnIngressStatus(f func()) { w.statusHook.Store(&f) }
+func (w *Watcher) OnIngressStatus(f func(namespace, name string)) { w.statusHook.Store(&f) }
 
 // statusOnly reports an Ingress update that changed nothing but its status,
 // which the model does not read: the status writer's own writes, 10,000 of
@@ -517,6 +574,54 @@ func (w *Watcher) SnapshotDelta() (*model.Snapshot, Delta) {
 	return s, d
 }
 
+// sliceServiceIndex indexes EndpointSlices by NAMESPACE/NAME of their
+// Service.
+const sliceServiceIndex = "service"
+
+// TakeDelta is what changed since the previous TakeDelta or SnapshotDelta,
+// without a snapshot: an endpoint change then needs only
+// EndpointsSnapshot. While referenced Secrets are loading every delta asks
+// for a full build (Other), as SnapshotDelta's does.
+func (w *Watcher) TakeDelta() Delta {
+	w.dirtyMu.Lock()
+	defer w.dirtyMu.Unlock()
+	d := w.dirty
+	w.dirty = Delta{}
+	if w.pending {
+		d.Other = true
+	}
+	return d
+}
+
+// EndpointsSnapshot is a partial snapshot: the cached Services among keys,
+// their EndpointSlices and the addresses their ExternalNames resolved
+// to; what model.TryRefreshEndpoints reads. It costs the Services asked
+// for, not the size of the caches.
+func (w *Watcher) EndpointsSnapshot(keys map[model.ServiceKey]bool) *model.Snapshot {
+	s := &model.Snapshot{}
+	for k := range keys {
+		if slices.Contains(w.opts.NamespaceBlacklist, k.Namespace) {
+			continue
+		}
+		key := k.Namespace + "/" + k.Name
+		for _, inf := range w.services {
+			if o, ok, _ := inf.GetStore().GetByKey(key); ok {
+				s.Services = append(s.Services, o.(*corev1.Service))
+			}
+		}
+		for _, inf := range w.slices {
+			objs, _ := inf.GetIndexer().ByIndex(sliceServiceIndex, key)
+			for _, o := range objs {
+				s.EndpointSlices = append(s.EndpointSlices, o.(*discoveryv1.EndpointSlice))
+			}
+		}
+	}
+	if w.names != nil {
+		s.ExternalNames = w.names.current(s.Services)
+	}
+	return s
+}
+
 // Snapshot copies the caches' current content. Objects are shared with the
 // caches and must not be modified.
 func (w *Watcher) Snapshot() *model.Snapshot {
@@ -681,34 +786,6 @@ func (w *Watcher) Ingress(namespace, name string) *networkingv1.Ingress {
 	}
 	return nil
 }
-
-// stripManagedFields drops metadata.managedFields before an object enters a
-// cache: it is a large share of every object and nothing here reads it.
-func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		meta := m.GetObjectMeta()
-		meta.SetManagedFields(nil)
-		// kubectl apply's copy of the whole object: often the largest
-		// part of a cached object (for a Secret, its data again), never
-		// read. Ingresses keep it: their status is written back with
-		// UpdateStatus, which would persist the removal.
-		if _, ing := obj.(*networkingv1.Ingress); ing {
-			return obj, nil
-		}
-		if a := meta.GetAnnotations(); a[lastApplied] != "" {
-			c := make(map[string]string, len(a)-1)
-			for k, v := range a {
-				if k != lastApplied {
-					c[k] = v
-				}
-			}
-			meta.SetAnnotations(c)
-		}
-	}
-	return obj, nil
-}
-
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // AllIngresses lists every cached Ingress, served or not.
 func (w *Watcher) AllIngresses() []*networkingv1.Ingress {

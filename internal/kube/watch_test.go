@@ -51,7 +51,7 @@ func waitDelta(t *testing.T, w *Watcher) (*model.Snapshot, Delta) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		s, d := w.SnapshotDelta()
-		if d.Other || len(d.Services) > 0 {
+		if d.Other || d.Ingresses || len(d.Services) > 0 {
 			return s, d
 		}
 		if time.Now().After(deadline) {
@@ -91,6 +91,27 @@ func TestSnapshotDelta(t *testing.T) {
 	if len(s.EndpointSlices) != 1 {
 		t.Fatalf("the snapshot taken with the delta lacks the slice: %d slices", len(s.EndpointSlices))
 	}
+	// The partial snapshot of an endpoint change holds the Service's
+	// slices and nothing else.
+	if _, err := slices.Create(ctx, testSlice("ns", "other-abc", "other"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for d := w.TakeDelta(); len(d.Services) == 0 || d.Other || d.Ingresses; d = w.TakeDelta() {
+		select {
+		case <-w.Changed():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second slice was not reported")
+		}
+	}
+	if part := w.EndpointsSnapshot(map[model.ServiceKey]bool{web: true}); len(part.EndpointSlices) != 1 || part.EndpointSlices[0].Name != "web-abc" || len(part.Ingresses) != 0 {
+		t.Fatalf("partial snapshot for ns/web: %+v", part)
+	}
+	if err := slices.Delete(ctx, "other-abc", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, d := waitDelta(t, w); d.Other || len(d.Services) != 1 {
+		t.Fatalf("after the second slice was deleted: %+v", d)
+	}
 
 	// A slice moved to another Service changes both.
 	moved := testSlice("ns", "web-abc", "api")
@@ -109,6 +130,39 @@ func TestSnapshotDelta(t *testing.T) {
 	s, d = waitDelta(t, w)
 	if d.Other || !reflect.DeepEqual(d.Services, map[model.ServiceKey]bool{api: true}) || len(s.EndpointSlices) != 0 {
 		t.Fatalf("after a slice was deleted: %+v, %d slices", d, len(s.EndpointSlices))
+	}
+
+	// Ingress changes are told apart, and a status write is none.
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.test"}}}}
+	ings := cs.NetworkingV1().Ingresses("ns")
+	if _, err := ings.Create(ctx, ing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	webIng := model.ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "web"}
+	if s, d = waitDelta(t, w); d.Other || !d.Ingresses || !reflect.DeepEqual(d.IngressKeys, map[model.ObjectRef]bool{webIng: true}) ||
+		len(d.Services) != 0 || len(s.Ingresses) != 1 {
+		t.Fatalf("after an Ingress was created: %+v, %d Ingresses", d, len(s.Ingresses))
+	}
+	if got := w.ChangedIngresses(d.IngressKeys); got[webIng] == nil || got[webIng].Spec.Rules[0].Host != "web.test" {
+		t.Fatalf("changed Ingresses: %v", got)
+	}
+	statusSeen := make(chan string, 1)
+	w.OnIngressStatus(func(ns, name string) { statusSeen <- ns + "/" + name })
+	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "203.0.113.1"}}
+	if _, err := ings.UpdateStatus(ctx, ing, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-statusSeen:
+		if got != "ns/web" {
+			t.Fatalf("status hook told of %s", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the status write did not reach the hook")
+	}
+	if _, d := w.SnapshotDelta(); d.Other || d.Ingresses {
+		t.Fatalf("a status write counted as a change: %+v", d)
 	}
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
@@ -156,35 +210,6 @@ func TestMissingSecretSignals(t *testing.T) {
 			}
 		}
 		cancel()
-	}
-}
-
-// TestStripUnread: the cache keeps neither managedFields nor kubectl's
-// last-applied copy, except on Ingresses, whose status is written back
-// whole; the annotations the model reads stay.
-func TestStripUnread(t *testing.T) {
-	meta := func() metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: "x", Namespace: "ns",
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
-			Annotations:   map[string]string{lastApplied: `{"big":"copy"}`, "haproxy.org/check": "false"}}
-	}
-	svc := &corev1.Service{ObjectMeta: meta()}
-	orig := svc.Annotations
-	if _, err := stripManagedFields(svc); err != nil {
-		t.Fatal(err)
-	}
-	if svc.ManagedFields != nil || !reflect.DeepEqual(svc.Annotations, map[string]string{"haproxy.org/check": "false"}) {
-		t.Errorf("Service after strip: managedFields %v, annotations %v", svc.ManagedFields, svc.Annotations)
-	}
-	if orig[lastApplied] == "" {
-		t.Error("the annotations map the object came with was modified")
-	}
-	ing := &networkingv1.Ingress{ObjectMeta: meta()}
-	if _, err := stripManagedFields(ing); err != nil {
-		t.Fatal(err)
-	}
-	if ing.ManagedFields != nil || ing.Annotations[lastApplied] == "" {
-		t.Errorf("Ingress after strip: managedFields %v, annotations %v", ing.ManagedFields, ing.Annotations)
 	}
 }
 

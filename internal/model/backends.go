@@ -125,6 +125,7 @@ func portString(p networkingv1.ServiceBackendPort) string {
 // userProblem records a backend problem on every Ingress that routes to it,
 // or on the Service when the flag's default backend is the only user.
 func (b *builder) userProblem(st *backendState, reason, format string, args ...any) {
+	st.userProblems = true
 	for _, ing := range st.users {
 		b.problem(ingressRef(ing), reason, format, args...)
 	}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -29,7 +30,7 @@ func benchSnapshot(n int) *Snapshot {
 }
 
 func BenchmarkBuild(b *testing.B) {
-	for _, n := range []int{100, 1000, 5000} {
+	for _, n := range []int{100, 1000, 5000, 10000} {
 		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
 			s := benchSnapshot(n)
 			b.ReportAllocs()
@@ -75,6 +76,31 @@ func BenchmarkRefreshEndpoints(b *testing.B) {
 					b.Fatalf("%d backends, want %d", len(d.Backends), n)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkUpdateIngresses is the new-host path: one plain Ingress with a
+// new host on an existing Service among n, added to the previous result
+// and deleted again, so every round takes the incremental path.
+func BenchmarkUpdateIngresses(b *testing.B) {
+	for _, n := range []int{1000, 5000, 10000} {
+		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+			s := plainSnapshot(n)
+			prev := Build(s, Options{})
+			s2 := *s
+			s2.Ingresses = append(slices.Clone(s.Ingresses), ingress("ns-7", "new", n+1, rule("new.example.com", path("/", "Prefix", "app-7", "http"))))
+			b.ReportAllocs()
+			for b.Loop() {
+				added := updateIngresses(prev, &s2, Options{})
+				if added == nil || len(added.Served) != n+1 {
+					b.Fatal("adding took a full Build")
+				}
+				if prev = updateIngresses(added, s, Options{}); prev == nil {
+					b.Fatal("deleting took a full Build")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/update")
 		})
 	}
 }

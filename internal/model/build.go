@@ -61,7 +61,10 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.buildTLS(ings)
 	b.features()
 	b.finish()
-	return b.d
+	d := b.d
+	d.bySvc = indexBackends(d)
+	d.inc = newIngressIndex(b, ings)
+	return d
 }
 
 type nsName struct{ ns, name string }
@@ -91,6 +94,14 @@ type backendState struct {
 	h2c bool
 	// fromFlag marks the --default-backend-service backend.
 	fromFlag bool
+	// origin is the Ingress whose rule registered the variant, nil when
+	// something else did (a default backend, a canary, a Gateway API
+	// route): variant names depend on the order of registration
+	// (variants.go), which UpdateIngresses must not change.
+	origin *networkingv1.Ingress
+	// userProblems: problems about the backend were recorded on its users,
+	// so one more user would get one more problem.
+	userProblems bool
 	// passthrough marks the mode tcp backend of an ssl-passthrough host
 	// (feat_passthrough.go).
 	passthrough bool
@@ -154,6 +165,11 @@ type builder struct {
 	gwListeners []*listenerState
 	// gwTCP are the TCP listener ports' backends (gateway_l4.go).
 	gwTCP map[int]gwTCPPort
+	// sel is the class selector of servedIngresses.
+	sel *classSelector
+	// inRule is the Ingress whose rules are being claimed, nil outside
+	// ingressRules.
+	inRule *networkingv1.Ingress
 }
 
 func newBuilder(s *Snapshot, o Options) *builder {
@@ -234,6 +250,7 @@ func olderIngress(a, b *networkingv1.Ingress) int {
 // and returns them oldest first.
 func (b *builder) servedIngresses() []*networkingv1.Ingress {
 	sel := newClassSelector(b.s.IngressClasses, b.o)
+	b.sel = sel
 	var out []*networkingv1.Ingress
 	for _, ing := range b.s.Ingresses {
 		if ing == nil || !namespaceAllowed(ing.Namespace, b.o) || !sel.serves(ing) {
@@ -254,6 +271,8 @@ func (b *builder) servedIngresses() []*networkingv1.Ingress {
 // rules of other namespaces for that host are refused, unless the operator
 // allows sharing hosts across namespaces.
 func (b *builder) ingressRules(ing *networkingv1.Ingress) {
+	b.inRule = ing
+	defer func() { b.inRule = nil }()
 	ref := ingressRef(ing)
 	for _, rule := range ing.Spec.Rules {
 		if rule.Host != "" {
@@ -367,7 +386,7 @@ func (b *builder) useBackend(base, ns, svc string, port networkingv1.ServiceBack
 	id := variantID{base: base, key: b.variantKey(ns, svc, ing)}
 	st := b.variants[id]
 	if st == nil {
-		st = &backendState{name: b.variantName(id), base: base, namespace: ns, service: svc, port: port}
+		st = &backendState{name: b.variantName(id), base: base, namespace: ns, service: svc, port: port, origin: b.inRule}
 		b.backends[st.name] = st
 		b.variants[id] = st
 	}

@@ -31,8 +31,22 @@ type endpointSource struct {
 // little at thousands of Ingresses. prev is not modified: what did not
 // change is shared with it, and, like every Desired, is read-only.
 func RefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[ServiceKey]bool) *Desired {
+	if s == nil {
+		s = &Snapshot{}
+	}
+	if d, ok := TryRefreshEndpoints(prev, s, o, services); ok {
+		return d
+	}
+	return Build(s, o)
+}
+
+// TryRefreshEndpoints is RefreshEndpoints without the fall back to Build:
+// ok is false when a Build is needed. s needs to hold only the given
+// Services, their EndpointSlices and the ExternalNames they name, so that
+// the caller can skip copying every cached object for an endpoint change.
+func TryRefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[ServiceKey]bool) (d *Desired, ok bool) {
 	if prev == nil {
-		return Build(s, o)
+		return nil, false
 	}
 	if s == nil {
 		s = &Snapshot{}
@@ -42,12 +56,21 @@ func RefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[Servic
 	// looking at every slice again.
 	for _, p := range prev.Problems {
 		if p.Object.Kind == kindEndpointSlice || p.Reason == ReasonInvalidEndpoint || p.Reason == ReasonExternalNameUnresolved {
-			return Build(s, o)
+			return nil, false
 		}
 	}
-	d := *prev
+	next := *prev
+	// The Ingress index stays valid: endpoints are no part of it. It
+	// moves to the result, as UpdateIngresses's does.
+	next.inc = nil
+	handOver := func(d *Desired) *Desired {
+		if x := prev.inc; x != nil && x.owner == prev {
+			x.owner, d.inc = d, x
+		}
+		return d
+	}
 	if len(services) == 0 {
-		return &d
+		return handOver(&next), true
 	}
 	b := &builder{
 		s:        s,
@@ -66,19 +89,42 @@ func RefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[Servic
 			b.slices[k] = append(b.slices[k], sl)
 		}
 	}
-	d.Backends = slices.Clone(prev.Backends)
-	for i, be := range d.Backends {
-		if !services[ServiceKey{be.Namespace, be.Service}] {
-			continue
-		}
+	next.Backends = slices.Clone(prev.Backends)
+	refresh := func(i int) {
+		be := next.Backends[i]
 		nb := *be
 		// The Service is unchanged, so the reason the backend may have no
 		// servers is unchanged too and already in prev.Problems.
 		b.resolveEndpoints(&nb, b.services[nsName{be.Namespace, be.Service}])
-		d.Backends[i] = &nb
+		next.Backends[i] = &nb
+	}
+	if prev.bySvc != nil {
+		for k := range services {
+			for _, i := range prev.bySvc[k] {
+				refresh(i)
+			}
+		}
+	} else {
+		for i, be := range next.Backends {
+			if services[ServiceKey{be.Namespace, be.Service}] {
+				refresh(i)
+			}
+		}
 	}
 	if len(b.d.Problems) > 0 {
-		return Build(s, o)
+		return nil, false
 	}
-	return &d
+	return handOver(&next), true
+}
+
+// indexBackends finds the backends of each Service, by index in
+// d.Backends, for TryRefreshEndpoints: the list keeps its order through
+// refreshes and Ingress updates, which add and remove no backend.
+func indexBackends(d *Desired) map[ServiceKey][]int {
+	m := make(map[ServiceKey][]int, len(d.Backends))
+	for i, be := range d.Backends {
+		k := ServiceKey{be.Namespace, be.Service}
+		m[k] = append(m[k], i)
+	}
+	return m
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -167,11 +166,26 @@ func checkRefresh(t *testing.T, s *Snapshot, o Options, mutate func(*Snapshot) m
 	changed := mutate(s2)
 	got := RefreshEndpoints(prev, s2, o, changed)
 	want := Build(s2, o)
-	if !reflect.DeepEqual(got, want) {
+	if !sameDesired(got, want) {
 		t.Fatalf("RefreshEndpoints differs from Build:\n%s", lineDiff(Dump(want), Dump(got)))
 	}
 	if after := Dump(prev); after != before {
 		t.Fatalf("RefreshEndpoints modified prev:\n%s", lineDiff(before, after))
+	}
+	// The daemon passes only the changed Services and their slices.
+	part := &Snapshot{ExternalNames: s2.ExternalNames}
+	for _, svc := range s2.Services {
+		if changed[ServiceKey{svc.Namespace, svc.Name}] {
+			part.Services = append(part.Services, svc)
+		}
+	}
+	for _, sl := range s2.EndpointSlices {
+		if k, ok := sliceService(sl); ok && changed[ServiceKey{k.ns, k.name}] {
+			part.EndpointSlices = append(part.EndpointSlices, sl)
+		}
+	}
+	if got, ok := TryRefreshEndpoints(Build(s, o), part, o, changed); ok && !sameDesired(got, want) {
+		t.Fatalf("TryRefreshEndpoints on the changed Services alone differs from Build:\n%s", lineDiff(Dump(want), Dump(got)))
 	}
 }
 

@@ -680,9 +680,24 @@ func (t *tlsBuilder) ingressCertificates(ings []*networkingv1.Ingress) {
 // spec.tls". The host's owner (see hostOwners) decides: an Ingress whose
 // rules for the host were refused, or that is merely older, does not.
 func (t *tlsBuilder) redirects(ings []*networkingv1.Ingress) {
-	b := t.b
+	hostOwner, _ := t.hostOwners(ings)
+	out := map[string]string{}
+	for h, ing := range hostOwner {
+		if checkHost(h) != nil {
+			continue
+		}
+		if target, on := t.b.redirectTarget(ing); on {
+			out[h] = target
+		}
+	}
+	t.b.d.Maps[MapSSLRedirect] = out
+}
+
+// redirectTarget is the ssl-redirect entry of the hosts ing owns; on is
+// false when they are not redirected.
+func (b *builder) redirectTarget(ing *networkingv1.Ingress) (target string, on bool) {
 	// value is the Ingress's value, else the ConfigMap's, else the default.
-	value := func(ing *networkingv1.Ingress, h interface{ raw(values) (string, bool) }, def string) (string, bool) {
+	value := func(h interface{ raw(values) (string, bool) }, def string) (string, bool) {
 		if v, ok := h.raw(b.ingValues[ing]); ok {
 			return v, true
 		}
@@ -691,26 +706,18 @@ func (t *tlsBuilder) redirects(ings []*networkingv1.Ingress) {
 		}
 		return def, def != ""
 	}
-	hostOwner, _ := t.hostOwners(ings)
-	out := map[string]string{}
-	for h, ing := range hostOwner {
-		if checkHost(h) != nil {
-			continue
-		}
-		on := len(ing.Spec.TLS) > 0
-		if raw, ok := value(ing, sslRedirect, sslRedirect.setting().Default); ok {
-			on, _ = parseBool(raw)
-		}
-		if !on {
-			continue
-		}
-		target, _ := value(ing, sslRedirectCode, sslRedirectCode.setting().Default)
-		if port, ok := value(ing, sslRedirectPort, sslRedirectPort.setting().Default); ok {
-			target += ":" + port
-		}
-		out[h] = target
+	on = len(ing.Spec.TLS) > 0
+	if raw, ok := value(sslRedirect, sslRedirect.setting().Default); ok {
+		on, _ = parseBool(raw)
 	}
-	b.d.Maps[MapSSLRedirect] = out
+	if !on {
+		return "", false
+	}
+	target, _ = value(sslRedirectCode, sslRedirectCode.setting().Default)
+	if port, ok := value(sslRedirectPort, sslRedirectPort.setting().Default); ok {
+		target += ":" + port
+	}
+	return target, true
 }
 
 func (t *tlsBuilder) clientCA() {

@@ -181,6 +181,12 @@ type Desired struct {
 	TCPServices []TCPService
 	// GatewayAPI is the status of the served Gateway API objects.
 	GatewayAPI GatewayAPIStatus
+
+	// inc is what UpdateIngresses needs to apply a change of Ingresses
+	// without a full Build (incremental.go); nil when it cannot.
+	inc *ingressIndex
+	// bySvc indexes Backends by Service (indexBackends).
+	bySvc map[ServiceKey][]int
 }
 
 // Global holds ConfigMap-level settings. Zero values mean HAProxy's or the
