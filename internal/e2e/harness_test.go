@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"k8s.io/client-go/util/retry"
 	"net/http"
 	"os"
 	"os/exec"
@@ -401,27 +402,31 @@ func (e *env) annotate(kind, name string, annotations map[string]string) {
 		}
 		return m
 	}
-	var err error
-	switch kind {
-	case "Service":
-		svcs := e.c.Admin.CoreV1().Services(e.ns)
-		svc, gerr := svcs.Get(ctx, name, metav1.GetOptions{})
-		if gerr != nil {
-			e.t.Fatal(gerr)
+	// The daemon writes the Ingress's status at any time: a write between
+	// our read and update is a conflict, retried on a fresh read.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		switch kind {
+		case "Service":
+			svcs := e.c.Admin.CoreV1().Services(e.ns)
+			svc, err := svcs.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			svc.Annotations = set(svc.Annotations)
+			_, err = svcs.Update(ctx, svc, metav1.UpdateOptions{})
+			return err
+		case "Ingress":
+			ings := e.c.Admin.NetworkingV1().Ingresses(e.ns)
+			ing, err := ings.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ing.Annotations = set(ing.Annotations)
+			_, err = ings.Update(ctx, ing, metav1.UpdateOptions{})
+			return err
 		}
-		svc.Annotations = set(svc.Annotations)
-		_, err = svcs.Update(ctx, svc, metav1.UpdateOptions{})
-	case "Ingress":
-		ings := e.c.Admin.NetworkingV1().Ingresses(e.ns)
-		ing, gerr := ings.Get(ctx, name, metav1.GetOptions{})
-		if gerr != nil {
-			e.t.Fatal(gerr)
-		}
-		ing.Annotations = set(ing.Annotations)
-		_, err = ings.Update(ctx, ing, metav1.UpdateOptions{})
-	default:
-		e.t.Fatalf("annotate %s: not supported", kind)
-	}
+		return fmt.Errorf("annotate %s: not supported", kind)
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}

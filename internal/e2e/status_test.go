@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,13 +116,17 @@ func TestIngressStatus(t *testing.T) {
 	e.ingress("second", nil, rule{host: "second.test", path: "/", service: "web"})
 	e.expectStatus("second", addr[follower], 15*time.Second)
 	ctx := context.Background()
-	ing, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).Get(ctx, "second", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	other := "not-ours"
-	ing.Spec.IngressClassName = &other
-	if _, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).Update(ctx, ing, metav1.UpdateOptions{}); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ing, err := e.c.Admin.NetworkingV1().Ingresses(e.ns).Get(ctx, "second", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ing.Spec.IngressClassName = &other
+		_, err = e.c.Admin.NetworkingV1().Ingresses(e.ns).Update(ctx, ing, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	e.expectStatus("second", "", 15*time.Second)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/client-go/util/retry"
 	"math/big"
 	"net"
 	"net/http"
@@ -177,12 +178,17 @@ func (e *env) setIngressAnnotations(name string, annotations map[string]string) 
 	e.t.Helper()
 	ctx := context.Background()
 	api := e.c.Admin.NetworkingV1().Ingresses(e.ns)
-	ing, err := api.Get(ctx, name, metav1.GetOptions{})
+	// Retried on a fresh read when the daemon's status write came between.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ing, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ing.Annotations = annotations
+		_, err = api.Update(ctx, ing, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		e.t.Fatal(err)
-	}
-	ing.Annotations = annotations
-	if _, err := api.Update(ctx, ing, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 }
