@@ -416,6 +416,7 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error
 	if err := d.sync(d.rend.stateFiles(next, cfg, d.cache), true); err != nil {
 		return err
 	}
+	committed(d.cur, next)
 	d.cur = next
 	d.fromApply = true
 	d.diskGen++

@@ -37,6 +37,43 @@ type state struct {
 	// backends named in changed made afresh (reuseBackends).
 	base    *state
 	changed []string
+	// oldIndex is the backend index of the state this one replaced on
+	// disk, given up to it: it differs from backends in the names of
+	// oldStale alone, so the next quick desiredState brings it up to date
+	// instead of copying thousands of entries (ownIndex).
+	oldIndex map[string]*backend
+	oldStale []string
+	// checked is the health-checked slots fdBudget counted, with the
+	// slots withSlots added since; checkedOK says it is kept.
+	checked   int
+	checkedOK bool
+}
+
+// ownIndex returns a backend index equal to st's for a state made from st
+// to change: the index st's predecessor gave up when there is one (each
+// is handed out once), a copy otherwise.
+func (st *state) ownIndex() map[string]*backend {
+	m := st.oldIndex
+	if m == nil {
+		return maps.Clone(st.backends)
+	}
+	for _, n := range st.oldStale {
+		m[n] = st.backends[n]
+	}
+	st.oldIndex, st.oldStale = nil, nil
+	return m
+}
+
+// committed records that next replaced prev as what the files hold. Made
+// from prev by changing some backends (and nothing since), next takes
+// prev's index, which no one reads any more, for its own successor
+// (ownIndex); either way next forgets prev, so that states do not keep
+// their predecessors alive in a chain.
+func committed(prev, next *state) {
+	if prev != nil && next.base == prev && !next.rewritten && prev != next {
+		next.oldIndex, next.oldStale = prev.backends, next.changed
+	}
+	next.base = nil
 }
 
 // changedSince returns the names of the backends that may differ between
@@ -308,7 +345,7 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	if fast, changed, ok := reuseBackends(want, &prev, from, except); ok {
 		// prev is not used again: its list and index are updated in place.
 		list, sameSet = fast, true
-		st.backends = maps.Clone(from.backends)
+		st.backends = from.ownIndex()
 		st.base = from
 		for _, i := range changed {
 			m := list[i]
@@ -540,17 +577,17 @@ func assignSlots(prev []slot, eps []model.Endpoint, n int) []slot {
 func withSlots(cur, target *state) {
 	if names, ok := target.changedSince(cur); ok {
 		for _, n := range names {
-			withSlotsOf(cur, n, target.backends[n])
+			withSlotsOf(cur, target, n, target.backends[n])
 		}
 		return
 	}
 	for n, b := range target.backends {
-		withSlotsOf(cur, n, b)
+		withSlotsOf(cur, target, n, b)
 	}
 }
 
 // withSlotsOf is withSlots for backend n of target, b.
-func withSlotsOf(cur *state, n string, b *backend) {
+func withSlotsOf(cur, target *state, n string, b *backend) {
 	var prev []slot
 	if cb, ok := cur.backends[n]; ok {
 		if cb == b {
@@ -559,6 +596,9 @@ func withSlotsOf(cur *state, n string, b *backend) {
 		if cb.spec.Slots > b.spec.Slots && specWithoutSlots(cb.spec) == specWithoutSlots(b.spec) {
 			// Fewer endpoints fit in the slots the backend has: a
 			// reload only to free slots would cost more than they do.
+			if b.spec.Check {
+				target.checked += cb.spec.Slots - b.spec.Slots
+			}
 			b.spec.Slots = cb.spec.Slots
 		}
 		if cb.spec.Slots == b.spec.Slots && slices.Equal(cb.endpoints, b.endpoints) {
