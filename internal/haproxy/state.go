@@ -30,9 +30,13 @@ type state struct {
 	// they are no reason for one.
 	spares spareSet
 	// rewritten: entries were replaced after desiredState made the state
-	// (quarantine, descriptor budget), so it cannot be the base of a quick
-	// desiredState (reuseBackends).
+	// (a new quarantine, the descriptor budget), so it cannot be the base
+	// of a quick desiredState (reuseBackends).
 	rewritten bool
+	// patched are the backends whose entries were given their fallback
+	// for a rejection known before (quarantineKnown): a quick
+	// desiredState from this state makes them afresh.
+	patched []string
 	// base and changed: the state was made from base with only the
 	// backends named in changed made afresh (reuseBackends).
 	base    *state
@@ -492,17 +496,30 @@ func checkBackend(b *model.Backend, pm memoBackend, known bool) memoBackend {
 // reuseBackends is the quick way of desiredStateMemo for the common case
 // of a few changed backends: want lists the backends of the last call in
 // the same order, the changed ones as new pointers under the same names,
-// and from is the state the last call made, as it was made. It returns
+// and from is the state the last call made, as it was made but for the
+// backends HAProxy refused, which are made afresh. It returns
 // what want's backends become, with prev's list and index updated in
 // place; ok is false when the long way is needed.
 func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map[string]rejection) (list []memoBackend, changed []int, ok bool) {
-	if from == nil || from != prev.target || from.rewritten || len(except) > 0 || len(want.Backends) != len(prev.list) {
+	if from == nil || from != prev.target || from.rewritten || len(want.Backends) != len(prev.list) {
 		return nil, nil, false
+	}
+	// Backends HAProxy refused are made afresh: from holds their
+	// fallback, not what the model asks for.
+	var remake map[string]bool
+	if len(except)+len(from.patched) > 0 {
+		remake = make(map[string]bool, len(except)+len(from.patched))
+		for n := range except {
+			remake[n] = true
+		}
+		for _, n := range from.patched {
+			remake[n] = true
+		}
 	}
 	list = prev.list
 	for i, b := range want.Backends {
 		pm := list[i]
-		if b == pm.src {
+		if b == pm.src && (b == nil || remake == nil || !remake[b.Name]) {
 			continue
 		}
 		if b == nil || pm.src == nil || b.Name != pm.src.Name {
