@@ -532,8 +532,8 @@ func TestDesiredStateQuickPath(t *testing.T) {
 	}
 }
 
-// TestApplyQuickMatchesFull: a random run of endpoint, slot, check and
-// balance changes (some refused by haproxy -c) gives, Apply by Apply, the same commands, reloads and state as a
+// TestApplyQuickMatchesFull: a random run of endpoint, slot, check,
+// capture and balance changes (some refused by haproxy -c) gives, Apply by Apply, the same commands, reloads and state as a
 // driver that always takes the long way (its memo no longer names the
 // state it made); the quick way reuses indexes rather than copying them, and
 // keeps the descriptor budget's count right, across the limit and back.
@@ -567,8 +567,11 @@ func TestApplyQuickMatchesFull(t *testing.T) {
 						}
 					case r < 7:
 						b.Check = !b.Check
-					case r < 8:
+					case r < 8 && rnd.Intn(2) == 0:
 						b.Slots = 1 + rnd.Intn(4)
+					case r < 8: // the frontend's capture slots follow
+						b.HTTP.Captures = []string{"req.hdr(host)", "req.hdr(x-id)"}[:rnd.Intn(3)]
+						b.HTTP.CaptureLen = 16 * rnd.Intn(3)
 					case b.Balance == "":
 						b.Balance = "bogus" // refused by haproxy -c: quarantined
 					default:
@@ -586,13 +589,13 @@ func TestApplyQuickMatchesFull(t *testing.T) {
 					t.Fatalf("step %d: commands quick %v, full %v", step, cq, cf)
 				}
 				qs, fs := quick.cur, full.cur
-				if !reflect.DeepEqual(qs.backends, fs.backends) || !reflect.DeepEqual(qs.maps, fs.maps) || qs.global != fs.global {
+				if !reflect.DeepEqual(qs.backends, fs.backends) || !reflect.DeepEqual(qs.maps, fs.maps) || qs.global != fs.global || !reflect.DeepEqual(qs.extras, fs.extras) {
 					for name, b := range fs.backends {
 						if !reflect.DeepEqual(qs.backends[name], b) {
 							t.Errorf("step %d: backend %s quick %+v, full %+v", step, name, qs.backends[name], b)
 						}
 					}
-					t.Fatalf("step %d: states differ: global quick %+v, full %+v", step, qs.global, fs.global)
+					t.Fatalf("step %d: states differ: global quick %+v, full %+v; extras quick %+v, full %+v", step, qs.global, fs.global, qs.extras, fs.extras)
 				}
 				if qs.checkedOK && !qs.rewritten { // a new quarantine changes entries after the count
 					sum := 0

@@ -248,6 +248,8 @@ type checkMemo struct {
 	// made.
 	list   []memoBackend
 	target *state
+	// captures is what captureSlots found for the last call.
+	captures captureSize
 }
 
 // memoBackend is what desiredState made of one model backend.
@@ -346,7 +348,12 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	// as it was, which is all a map entry's check looks at.
 	sameSet := false
 	var list []memoBackend
-	if fast, changed, ok := reuseBackends(want, &prev, from, except); ok {
+	// quickCaptures: no backend with captures changed, so the capture
+	// slots are the last call's.
+	var captures captureSize
+	quickCaptures := false
+	if fast, changed, captured, ok := reuseBackends(want, &prev, from, except); ok {
+		captures, quickCaptures = prev.captures, !captured
 		// prev is not used again: its list and index are updated in place.
 		list, sameSet = fast, true
 		st.backends = from.ownIndex()
@@ -407,7 +414,13 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	if memo != nil {
 		memo.list, memo.target = list, st
 	}
-	st.extras = featureExtras(want, st, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
+	if !quickCaptures {
+		captures = captureSlots(want, st)
+	}
+	if memo != nil {
+		memo.captures = captures
+	}
+	st.extras = featureExtras(want, st, captures, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
 	st.extras.routeACLs = routeACLExtras(want, st, reject)
 	st.tls.fill(want, reject)
 	if want.DefaultBackend != "" {
@@ -499,10 +512,11 @@ func checkBackend(b *model.Backend, pm memoBackend, known bool) memoBackend {
 // and from is the state the last call made, as it was made but for the
 // backends HAProxy refused, which are made afresh. It returns
 // what want's backends become, with prev's list and index updated in
-// place; ok is false when the long way is needed.
-func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map[string]rejection) (list []memoBackend, changed []int, ok bool) {
+// place; captured says a backend with captures changed. ok is false when
+// the long way is needed.
+func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map[string]rejection) (list []memoBackend, changed []int, captured, ok bool) {
 	if from == nil || from != prev.target || from.rewritten || len(want.Backends) != len(prev.list) {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	// Backends HAProxy refused are made afresh: from holds their
 	// fallback, not what the model asks for.
@@ -523,20 +537,21 @@ func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map
 			continue
 		}
 		if b == nil || pm.src == nil || b.Name != pm.src.Name {
-			return nil, nil, false
+			return nil, nil, false, false
 		}
 		changed = append(changed, i)
+		captured = captured || hasCaptures(b) || hasCaptures(pm.src)
 	}
 	fresh := make([]memoBackend, len(changed))
 	for k, i := range changed {
 		if fresh[k] = checkBackend(want.Backends[i], list[i], true); fresh[k].entry == nil {
-			return nil, nil, false
+			return nil, nil, false, false
 		}
 	}
 	for k, i := range changed {
 		list[i] = fresh[k]
 	}
-	return list, changed, true
+	return list, changed, captured, true
 }
 
 func serviceRef(b *model.Backend) model.ObjectRef {
