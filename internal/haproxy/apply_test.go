@@ -589,6 +589,9 @@ func TestApplyQuickMatchesFull(t *testing.T) {
 					t.Fatalf("step %d: commands quick %v, full %v", step, cq, cf)
 				}
 				qs, fs := quick.cur, full.cur
+				if qs.base != nil {
+					t.Fatalf("step %d: the applied state keeps its predecessor alive", step)
+				}
 				if !reflect.DeepEqual(qs.backends, fs.backends) || !reflect.DeepEqual(qs.maps, fs.maps) || qs.global != fs.global || !reflect.DeepEqual(qs.extras, fs.extras) {
 					for name, b := range fs.backends {
 						if !reflect.DeepEqual(qs.backends[name], b) {
