@@ -248,8 +248,10 @@ type checkMemo struct {
 	// made.
 	list   []memoBackend
 	target *state
-	// captures is what captureSlots found for the last call.
+	// captures is what captureSlots found for the last call, pems the
+	// certificate PEMs that passed safePEM (tlsState.fill).
 	captures captureSize
+	pems     map[string][]byte
 }
 
 // memoBackend is what desiredState made of one model backend.
@@ -422,7 +424,10 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	}
 	st.extras = featureExtras(want, st, captures, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
 	st.extras.routeACLs = routeACLExtras(want, st, reject)
-	st.tls.fill(want, reject)
+	pems := st.tls.fill(want, prev.pems, reject)
+	if memo != nil {
+		memo.pems = pems
+	}
 	if want.DefaultBackend != "" {
 		if _, ok := st.backends[want.DefaultBackend]; ok {
 			st.defaultBackend = want.DefaultBackend
