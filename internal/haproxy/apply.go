@@ -246,7 +246,10 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 			delete(d.rejected, name)
 			continue
 		}
-		tb = detach(cur, target, name)
+		// Not a rewrite: the next quick desiredState makes every refused
+		// backend afresh (reuseBackends).
+		tb = detachEntry(cur, target, name)
+		target.patched = append(target.patched, name)
 		tb.spec = fallbackSpec(cur, tb.spec)
 		if r.tooLarge {
 			out = append(out, sizeProblem(cur, r.spec, r.reason))
@@ -261,8 +264,13 @@ func (d *Driver) quarantineKnown(cur, target *state) []model.Problem {
 // detach gives target its own entry for backend name before it is changed
 // in place: an unchanged backend's entry is shared with cur.
 func detach(cur, target *state, name string) *backend {
-	tb := target.backends[name]
 	target.rewritten = true
+	return detachEntry(cur, target, name)
+}
+
+// detachEntry is detach for a change the next quick desiredState undoes.
+func detachEntry(cur, target *state, name string) *backend {
+	tb := target.backends[name]
 	if cur != nil && cur.backends[name] == tb {
 		c := *tb
 		tb = &c
@@ -416,6 +424,7 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error
 	if err := d.sync(d.rend.stateFiles(next, cfg, d.cache), true); err != nil {
 		return err
 	}
+	committed(d.cur, next)
 	d.cur = next
 	d.fromApply = true
 	d.diskGen++

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
@@ -526,5 +529,108 @@ func TestDesiredStateQuickPath(t *testing.T) {
 				t.Errorf("quick path taken: %v, want %v", quick, tc.quick)
 			}
 		})
+	}
+}
+
+// TestApplyQuickMatchesFull: a random run of endpoint, slot, check,
+// capture and balance changes (some refused by haproxy -c) gives, Apply by Apply, the same commands, reloads and state as a
+// driver that always takes the long way (its memo no longer names the
+// state it made); the quick way reuses indexes rather than copying them, and
+// keeps the descriptor budget's count right, across the limit and back.
+func TestApplyQuickMatchesFull(t *testing.T) {
+	const runs, steps = 4, 120
+	reused, checksOff, quarantined := 0, 0, 0
+	for seed := range int64(runs) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rnd := rand.New(rand.NewSource(seed))
+			// 16 checked slots fit next to minMaxconn connections.
+			o := Options{FDLimit: fdReserve + 2*minMaxconn + 16}
+			quick, full := newUnitDriver(t, o), newUnitDriver(t, o)
+			const n = 12
+			backends := make([]*model.Backend, n)
+			for i := range backends {
+				backends[i] = oneBackend(fmt.Sprintf("ns_b%d_80", i), 2, eps(fmt.Sprintf("198.18.%d.1", i)))
+			}
+			want := desired(backends...)
+			seen := map[unsafe.Pointer]bool{}
+			for step := range steps {
+				next := *want
+				next.Backends = slices.Clone(want.Backends)
+				for range 1 + rnd.Intn(2) {
+					i := rnd.Intn(n)
+					b := *next.Backends[i]
+					switch r := rnd.Intn(10); {
+					case r < 5: // endpoints come and go, some draining
+						b.Endpoints = nil
+						for k := range rnd.Intn(5) {
+							b.Endpoints = append(b.Endpoints, model.Endpoint{Address: fmt.Sprintf("198.18.%d.%d", i, 1+rnd.Intn(6)), Port: 8080, Draining: k == 0 && rnd.Intn(3) == 0})
+						}
+					case r < 7:
+						b.Check = !b.Check
+					case r < 8 && rnd.Intn(2) == 0:
+						b.Slots = 1 + rnd.Intn(4)
+					case r < 8: // the frontend's capture slots follow
+						b.HTTP.Captures = []string{"req.hdr(host)", "req.hdr(x-id)"}[:rnd.Intn(3)]
+						b.HTTP.CaptureLen = 16 * rnd.Intn(3)
+					case b.Balance == "":
+						b.Balance = "bogus" // refused by haproxy -c: quarantined
+					default:
+						b.Balance = ""
+					}
+					next.Backends[i] = &b
+				}
+				want = &next
+				full.memo.target = nil
+				rq, rf := mustApply(t, quick.Driver, want), mustApply(t, full.Driver, want)
+				if rq.Reloaded != rf.Reloaded || rq.RuntimeOps != rf.RuntimeOps || !reflect.DeepEqual(rq.Dropped, rf.Dropped) {
+					t.Fatalf("step %d: quick %+v, full %+v", step, rq, rf)
+				}
+				if cq, cf := quick.rt.take(), full.rt.take(); !reflect.DeepEqual(cq, cf) {
+					t.Fatalf("step %d: commands quick %v, full %v", step, cq, cf)
+				}
+				qs, fs := quick.cur, full.cur
+				if qs.base != nil {
+					t.Fatalf("step %d: the applied state keeps its predecessor alive", step)
+				}
+				if !reflect.DeepEqual(qs.backends, fs.backends) || !reflect.DeepEqual(qs.maps, fs.maps) || qs.global != fs.global || !reflect.DeepEqual(qs.extras, fs.extras) {
+					for name, b := range fs.backends {
+						if !reflect.DeepEqual(qs.backends[name], b) {
+							t.Errorf("step %d: backend %s quick %+v, full %+v", step, name, qs.backends[name], b)
+						}
+					}
+					t.Fatalf("step %d: states differ: global quick %+v, full %+v; extras quick %+v, full %+v", step, qs.global, fs.global, qs.extras, fs.extras)
+				}
+				if qs.checkedOK && !qs.rewritten { // a new quarantine changes entries after the count
+					sum := 0
+					for _, b := range qs.backends {
+						sum += checkedOf(b)
+					}
+					if qs.checked != sum {
+						t.Fatalf("step %d: checked slots kept as %d, counted %d", step, qs.checked, sum)
+					}
+				}
+				if quick.fdNote != "" {
+					checksOff++
+				}
+				if p := reflect.ValueOf(qs.backends).UnsafePointer(); seen[p] {
+					reused++
+					if len(quick.rejected) > 0 {
+						quarantined++
+					}
+				} else {
+					seen[p] = true
+				}
+			}
+			// The drivers differ in their directories alone.
+			cq := strings.ReplaceAll(readConfig(t, quick.Driver), filepath.Dir(quick.opts.ConfigDir), "DIR")
+			cf := strings.ReplaceAll(readConfig(t, full.Driver), filepath.Dir(full.opts.ConfigDir), "DIR")
+			if cq != cf {
+				t.Errorf("haproxy.cfg differs:\nquick:\n%s\nfull:\n%s", cq, cf)
+			}
+		})
+	}
+	t.Logf("of %d applies, %d reused an index (%d with a backend quarantined), %d had the checks off", runs*steps, reused, quarantined, checksOff)
+	if reused == 0 || quarantined == 0 || checksOff == 0 || checksOff == runs*steps {
+		t.Error("the runs missed a case")
 	}
 }

@@ -70,12 +70,7 @@ func fdBudget(st *state, limit int) (note string) {
 	if limit <= 0 {
 		return ""
 	}
-	checked := 0
-	for _, b := range st.backends {
-		if b.spec.Check {
-			checked += b.spec.Slots
-		}
-	}
+	checked := checkedSlots(st)
 	room := limit - fdReserve - checked
 	if room < 2*minMaxconn && checked > 0 {
 		for name, b := range st.backends {
@@ -84,7 +79,7 @@ func fdBudget(st *state, limit int) (note string) {
 			nb.spec.Check = false
 			st.backends[name] = &nb
 		}
-		st.rewritten = true
+		st.rewritten, st.checkedOK = true, false
 		note = fmt.Sprintf("%d health-checked server slots do not fit in the file descriptor limit of %d next to %d connections: health checks are off until the limit is raised (LimitNOFILE) or there are fewer endpoints", checked, limit, minMaxconn)
 		room = limit - fdReserve
 	}
@@ -101,6 +96,35 @@ func fdBudget(st *state, limit int) (note string) {
 		st.global.Maxconn = fit
 	}
 	return note
+}
+
+// checkedSlots counts the health-checked slots of st, and keeps the count
+// in st: made from a state that kept its count by changing some backends,
+// st needs only those looked at, not every backend.
+func checkedSlots(st *state) int {
+	n := 0
+	if base := st.base; base != nil && base.checkedOK && !base.rewritten {
+		if names, ok := st.changedSince(base); ok {
+			n = base.checked
+			for _, name := range names {
+				n += checkedOf(st.backends[name]) - checkedOf(base.backends[name])
+			}
+			st.checked, st.checkedOK = n, true
+			return n
+		}
+	}
+	for _, b := range st.backends {
+		n += checkedOf(b)
+	}
+	st.checked, st.checkedOK = n, true
+	return n
+}
+
+func checkedOf(b *backend) int {
+	if b == nil || !b.spec.Check {
+		return 0
+	}
+	return b.spec.Slots
 }
 
 // fitFDs applies fdBudget to target and logs when what it had to give up

@@ -32,8 +32,9 @@ func (r renderer) errorFilesDir() string {
 }
 
 // featureExtras collects the head parts of want: error pages with a code
-// HAProxy knows, TCP services whose backend exists, capture slots.
-func featureExtras(want *model.Desired, st *state, reject func(string, ...any)) extras {
+// HAProxy knows, TCP services whose backend exists, and the capture slots
+// cs (captureSlots).
+func featureExtras(want *model.Desired, st *state, cs captureSize, reject func(string, ...any)) extras {
 	var e extras
 	for _, p := range want.ErrorPages {
 		if !slices.Contains(model.ErrorFileCodes, p.Code) {
@@ -57,17 +58,31 @@ func featureExtras(want *model.Desired, st *state, reject func(string, ...any)) 
 			e.tcp = append(e.tcp, t)
 		}
 	}
+	e.captures, e.captureLen = cs.n, cs.length
+	return e
+}
+
+// captureSize is how many request-capture slots the http frontend
+// declares, and their length.
+type captureSize struct{ n, length int }
+
+// captureSlots finds the capture slots the backends of want that st keeps
+// need.
+func captureSlots(want *model.Desired, st *state) captureSize {
+	var cs captureSize
 	for _, b := range want.Backends {
 		// Captures first: at thousands of backends the lookup costs more.
-		if b == nil || b.TCP || len(b.HTTP.Captures) == 0 || st.backends[b.Name] == nil {
+		if !hasCaptures(b) || st.backends[b.Name] == nil {
 			continue
 		}
-		if n := len(b.HTTP.Captures); n > 0 {
-			e.captures = max(e.captures, n)
-			e.captureLen = max(e.captureLen, b.HTTP.CaptureLen, 1)
-		}
+		cs.n = max(cs.n, len(b.HTTP.Captures))
+		cs.length = max(cs.length, b.HTTP.CaptureLen, 1)
 	}
-	return e
+	return cs
+}
+
+func hasCaptures(b *model.Backend) bool {
+	return b != nil && !b.TCP && len(b.HTTP.Captures) > 0
 }
 
 // tcpHosts are the addresses TCP services listen on: the daemon's IPv4

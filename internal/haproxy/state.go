@@ -30,13 +30,54 @@ type state struct {
 	// they are no reason for one.
 	spares spareSet
 	// rewritten: entries were replaced after desiredState made the state
-	// (quarantine, descriptor budget), so it cannot be the base of a quick
-	// desiredState (reuseBackends).
+	// (a new quarantine, the descriptor budget), so it cannot be the base
+	// of a quick desiredState (reuseBackends).
 	rewritten bool
+	// patched are the backends whose entries were given their fallback
+	// for a rejection known before (quarantineKnown): a quick
+	// desiredState from this state makes them afresh.
+	patched []string
 	// base and changed: the state was made from base with only the
 	// backends named in changed made afresh (reuseBackends).
 	base    *state
 	changed []string
+	// oldIndex is the backend index of the state this one replaced on
+	// disk, given up to it: it differs from backends in the names of
+	// oldStale alone, so the next quick desiredState brings it up to date
+	// instead of copying thousands of entries (ownIndex).
+	oldIndex map[string]*backend
+	oldStale []string
+	// checked is the health-checked slots fdBudget counted, with the
+	// slots withSlots added since; checkedOK says it is kept.
+	checked   int
+	checkedOK bool
+}
+
+// ownIndex returns a backend index equal to st's for a state made from st
+// to change: the index st's predecessor gave up when there is one (each
+// is handed out once), a copy otherwise.
+func (st *state) ownIndex() map[string]*backend {
+	m := st.oldIndex
+	if m == nil {
+		return maps.Clone(st.backends)
+	}
+	for _, n := range st.oldStale {
+		m[n] = st.backends[n]
+	}
+	st.oldIndex, st.oldStale = nil, nil
+	return m
+}
+
+// committed records that next replaced prev as what the files hold. Made
+// from prev by changing some backends (and nothing since), next takes
+// prev's index, which no one reads any more, for its own successor
+// (ownIndex); either way next forgets prev, so that states do not keep
+// their predecessors alive in a chain.
+func committed(prev, next *state) {
+	if prev != nil && next.base == prev && !next.rewritten && prev != next {
+		next.oldIndex, next.oldStale = prev.backends, next.changed
+	}
+	next.base = nil
 }
 
 // changedSince returns the names of the backends that may differ between
@@ -207,6 +248,10 @@ type checkMemo struct {
 	// made.
 	list   []memoBackend
 	target *state
+	// captures is what captureSlots found for the last call, pems the
+	// certificate PEMs that passed safePEM (tlsState.fill).
+	captures captureSize
+	pems     map[string][]byte
 }
 
 // memoBackend is what desiredState made of one model backend.
@@ -305,10 +350,15 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	// as it was, which is all a map entry's check looks at.
 	sameSet := false
 	var list []memoBackend
-	if fast, changed, ok := reuseBackends(want, &prev, from, except); ok {
+	// quickCaptures: no backend with captures changed, so the capture
+	// slots are the last call's.
+	var captures captureSize
+	quickCaptures := false
+	if fast, changed, captured, ok := reuseBackends(want, &prev, from, except); ok {
+		captures, quickCaptures = prev.captures, !captured
 		// prev is not used again: its list and index are updated in place.
 		list, sameSet = fast, true
-		st.backends = maps.Clone(from.backends)
+		st.backends = from.ownIndex()
 		st.base = from
 		for _, i := range changed {
 			m := list[i]
@@ -366,9 +416,18 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	if memo != nil {
 		memo.list, memo.target = list, st
 	}
-	st.extras = featureExtras(want, st, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
+	if !quickCaptures {
+		captures = captureSlots(want, st)
+	}
+	if memo != nil {
+		memo.captures = captures
+	}
+	st.extras = featureExtras(want, st, captures, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
 	st.extras.routeACLs = routeACLExtras(want, st, reject)
-	st.tls.fill(want, reject)
+	pems := st.tls.fill(want, prev.pems, reject)
+	if memo != nil {
+		memo.pems = pems
+	}
 	if want.DefaultBackend != "" {
 		if _, ok := st.backends[want.DefaultBackend]; ok {
 			st.defaultBackend = want.DefaultBackend
@@ -455,34 +514,49 @@ func checkBackend(b *model.Backend, pm memoBackend, known bool) memoBackend {
 // reuseBackends is the quick way of desiredStateMemo for the common case
 // of a few changed backends: want lists the backends of the last call in
 // the same order, the changed ones as new pointers under the same names,
-// and from is the state the last call made, as it was made. It returns
+// and from is the state the last call made, as it was made but for the
+// backends HAProxy refused, which are made afresh. It returns
 // what want's backends become, with prev's list and index updated in
-// place; ok is false when the long way is needed.
-func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map[string]rejection) (list []memoBackend, changed []int, ok bool) {
-	if from == nil || from != prev.target || from.rewritten || len(except) > 0 || len(want.Backends) != len(prev.list) {
-		return nil, nil, false
+// place; captured says a backend with captures changed. ok is false when
+// the long way is needed.
+func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map[string]rejection) (list []memoBackend, changed []int, captured, ok bool) {
+	if from == nil || from != prev.target || from.rewritten || len(want.Backends) != len(prev.list) {
+		return nil, nil, false, false
+	}
+	// Backends HAProxy refused are made afresh: from holds their
+	// fallback, not what the model asks for.
+	var remake map[string]bool
+	if len(except)+len(from.patched) > 0 {
+		remake = make(map[string]bool, len(except)+len(from.patched))
+		for n := range except {
+			remake[n] = true
+		}
+		for _, n := range from.patched {
+			remake[n] = true
+		}
 	}
 	list = prev.list
 	for i, b := range want.Backends {
 		pm := list[i]
-		if b == pm.src {
+		if b == pm.src && (b == nil || remake == nil || !remake[b.Name]) {
 			continue
 		}
 		if b == nil || pm.src == nil || b.Name != pm.src.Name {
-			return nil, nil, false
+			return nil, nil, false, false
 		}
 		changed = append(changed, i)
+		captured = captured || hasCaptures(b) || hasCaptures(pm.src)
 	}
 	fresh := make([]memoBackend, len(changed))
 	for k, i := range changed {
 		if fresh[k] = checkBackend(want.Backends[i], list[i], true); fresh[k].entry == nil {
-			return nil, nil, false
+			return nil, nil, false, false
 		}
 	}
 	for k, i := range changed {
 		list[i] = fresh[k]
 	}
-	return list, changed, true
+	return list, changed, captured, true
 }
 
 func serviceRef(b *model.Backend) model.ObjectRef {
@@ -540,17 +614,17 @@ func assignSlots(prev []slot, eps []model.Endpoint, n int) []slot {
 func withSlots(cur, target *state) {
 	if names, ok := target.changedSince(cur); ok {
 		for _, n := range names {
-			withSlotsOf(cur, n, target.backends[n])
+			withSlotsOf(cur, target, n, target.backends[n])
 		}
 		return
 	}
 	for n, b := range target.backends {
-		withSlotsOf(cur, n, b)
+		withSlotsOf(cur, target, n, b)
 	}
 }
 
 // withSlotsOf is withSlots for backend n of target, b.
-func withSlotsOf(cur *state, n string, b *backend) {
+func withSlotsOf(cur, target *state, n string, b *backend) {
 	var prev []slot
 	if cb, ok := cur.backends[n]; ok {
 		if cb == b {
@@ -559,6 +633,9 @@ func withSlotsOf(cur *state, n string, b *backend) {
 		if cb.spec.Slots > b.spec.Slots && specWithoutSlots(cb.spec) == specWithoutSlots(b.spec) {
 			// Fewer endpoints fit in the slots the backend has: a
 			// reload only to free slots would cost more than they do.
+			if b.spec.Check {
+				target.checked += cb.spec.Slots - b.spec.Slots
+			}
 			b.spec.Slots = cb.spec.Slots
 		}
 		if cb.spec.Slots == b.spec.Slots && slices.Equal(cb.endpoints, b.endpoints) {
