@@ -158,7 +158,6 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	tuneMemory(log)
 	upCfg, err := UpstreamConfig(c)
 	if err != nil {
 		return err
@@ -194,6 +193,9 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger, handOver <-cha
 	if err != nil {
 		return err
 	}
+	// After the checks that can fail at start: their error is the one line
+	// a failed start prints.
+	tuneMemory(log)
 	hopts := HAProxyOptions(c, log)
 	if limit, err := haproxy.RaiseFDLimit(); err != nil {
 		log.Warn("file descriptor limit", "limit", limit, "err", err)
