@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"net/netip"
 	"reflect"
@@ -128,7 +129,7 @@ func (w *Workloads) reconcileNamespace(ctx context.Context, ns string) error {
 			n = *d.Spec.Replicas
 		}
 		for r := range n {
-			name := fmt.Sprintf("%s-%d", d.Name, r)
+			name := podName(d, int(r))
 			want[name] = true
 			if err := w.ensurePod(ctx, d, name, have[name]); err != nil {
 				return err
@@ -212,6 +213,26 @@ func (w *Workloads) ensurePod(ctx context.Context, d *appsv1.Deployment, name st
 		return fmt.Errorf("pod %s status: %w", p.Name, err)
 	}
 	return nil
+}
+
+// podName names a replica as the ReplicaSet controller would,
+// <deployment>-<template hash>-<5 characters>: the conformance suite takes
+// the backend's name from a pod's by dropping the last two parts.
+func podName(d *appsv1.Deployment, replica int) string {
+	h := fnv.New64a()
+	h.Write([]byte(d.Namespace + "/" + d.Name))
+	// Kubernetes' alphabet for generated names: no vowels, no 0, 1 or 3.
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	enc := func(v uint64, n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[v%uint64(len(alphabet))]
+			v /= uint64(len(alphabet))
+		}
+		return string(b)
+	}
+	sum := h.Sum64()
+	return d.Name + "-" + enc(sum, 10) + "-" + enc(sum>>7+uint64(replica)*7919, 5)
 }
 
 func podReady(p *corev1.Pod) bool {
