@@ -219,6 +219,11 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 				}
 			}
 		}
+		if l.Protocol != gwv1.HTTPProtocolType {
+			// No route kind attaches to a protocol not served; the spec
+			// (and its conformance suite) wants the list empty.
+			ls.status.SupportedKinds = nil
+		}
 		programmed := cond(string(gwv1.ListenerConditionProgrammed), ls.valid, string(gwv1.ListenerReasonProgrammed), "", gen)
 		if !ls.valid {
 			programmed.Reason = string(gwv1.ListenerReasonInvalid)
