@@ -163,6 +163,9 @@ var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(GatewayGroup)), Ki
 
 func ptr[T any](v T) *T { return &v }
 
+// http500 is what a rule without a usable backend answers.
+const http500 = 500
+
 // gatewayListeners checks each listener. HTTP listeners are served by the
 // http frontend: their port must be --http-port when that is known.
 func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
@@ -380,7 +383,9 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 				if resolved.Status == metav1.ConditionTrue {
 					resolved = *rr
 				}
-				continue
+				// The spec: requests the rule matches get a 500 answer,
+				// rather than falling through to other rules.
+				refs, http = nil, &HTTPRules{Status: http500}
 			}
 			b.routeRule(r, i, rule, hostList, refs, http, claims)
 		}
@@ -441,7 +446,11 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		// The redirect answers: no backend is asked.
 		return nil, http, nil, ""
 	}
-	if len(brs) == 0 || len(brs) > 2 {
+	if len(brs) == 0 {
+		// No backend (or only weight 0): the spec wants a 500 answer.
+		return nil, &HTTPRules{Status: http500}, nil, ""
+	}
+	if len(brs) > 2 {
 		return nil, nil, nil, "one or two backendRefs with a non-zero weight are supported"
 	}
 	gen := r.Generation
@@ -584,6 +593,9 @@ func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i int, refs []routeRef, http *H
 	// A redirect rule has a backend without servers, named after no
 	// Service port (port 0 never is one).
 	main := routeRef{base: r.Namespace + "_redirect_0", ns: r.Namespace}
+	if http != nil && http.Status != 0 {
+		main.base = r.Namespace + "_status_0"
+	}
 	if len(refs) > 0 {
 		main = refs[0]
 	}
