@@ -83,21 +83,30 @@ var conformanceUnready = map[string]string{
 }
 
 // conformanceSubset is what `make test` runs: the core GATEWAY-HTTP tests
-// Perimeter passes (routing, path matching, redirects, status), in well
-// under a minute. The
+// Perimeter passes (routing, path matching, weights, redirects, references,
+// status), in well under a minute. The
 // full suite runs with PERIMETER_CONFORMANCE=full (`make conformance`).
 var conformanceSubset = []string{
 	tests.GatewayClassObservedGenerationBump.ShortName,
 	tests.GatewayInvalidRouteKind.ShortName,
+	tests.GatewayListenerUnsupportedProtocol.ShortName,
 	tests.GatewayObservedGenerationBump.ShortName,
 	tests.HTTPRouteExactPathMatching.ShortName,
+	tests.HTTPRouteInvalidBackendRefUnknownKind.ShortName,
+	tests.HTTPRouteInvalidCrossNamespaceBackendRef.ShortName,
 	tests.HTTPRouteInvalidCrossNamespaceParentRef.ShortName,
+	tests.HTTPRouteInvalidNonExistentBackendRef.ShortName,
 	tests.HTTPRouteInvalidParentRefNotMatchingSectionName.ShortName,
+	tests.HTTPRouteInvalidReferenceGrant.ShortName,
+	tests.HTTPRouteNoBackendRefs.ShortName,
 	tests.HTTPRouteObservedGenerationBump.ShortName,
+	tests.HTTPRoutePartiallyInvalidViaInvalidReferenceGrant.ShortName,
 	tests.HTTPRoutePathMatchOrder.ShortName,
 	tests.HTTPRouteRedirectHostAndStatus.ShortName,
+	tests.HTTPRouteReferenceGrant.ShortName,
 	tests.HTTPRouteServiceTypes.ShortName,
 	tests.HTTPRouteSimpleSameNamespace.ShortName,
+	tests.HTTPRouteWeight.ShortName,
 }
 
 // TestGatewayConformance runs the Gateway API conformance suite
