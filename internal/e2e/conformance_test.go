@@ -84,8 +84,8 @@ var conformanceUnready = map[string]string{
 
 // conformanceSubset is what `make test` runs: the core GATEWAY-HTTP tests
 // Perimeter passes (routing, path matching, weights, redirects, references,
-// status), in well under a minute. The
-// full suite runs with PERIMETER_CONFORMANCE=full (`make conformance`).
+// status), in about half a minute. The full suite runs with
+// PERIMETER_CONFORMANCE=full (`make conformance`).
 var conformanceSubset = []string{
 	tests.GatewayClassObservedGenerationBump.ShortName,
 	tests.GatewayInvalidRouteKind.ShortName,
