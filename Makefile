@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.6.1
 NFPM_VERSION := v2.45.2
 TOOLS     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test test-short lint bench fuzz lab clean testbed package package-lint
+.PHONY: all build test test-short lint bench fuzz lab clean testbed package package-lint conformance
 
 all: build
 
@@ -28,6 +28,21 @@ test: testbed
 	PERIMETER_TEST_REPORT=$(TEST_REPORT) $(GO) test -count=1 -timeout 40m ./...
 	@cat $(TEST_REPORT) 2>/dev/null || true
 	$(GO) test -run '^$$' -fuzz FuzzAnnotations -fuzztime 5s ./internal/model
+
+# The whole Gateway API conformance suite against the daemon on the test bed
+# (`make test` runs a subset): the suite's report goes to
+# dist/conformance-report.yaml, its summary per profile to
+# dist/conformance-summary.txt. Fails while any test of the suite fails;
+# the report is written either way.
+CONFORMANCE_REPORT := $(CURDIR)/dist/conformance-report.yaml
+CONFORMANCE_SUMMARY := $(CURDIR)/dist/conformance-summary.txt
+
+conformance: testbed
+	@rm -f $(CONFORMANCE_REPORT) $(CONFORMANCE_SUMMARY)
+	@PERIMETER_CONFORMANCE=full PERIMETER_CONFORMANCE_REPORT=$(CONFORMANCE_REPORT) \
+		PERIMETER_TEST_REPORT=$(CONFORMANCE_SUMMARY) PERIMETER_VERSION=$(VERSION) \
+		$(GO) test -count=1 -timeout 90m -run '^TestGatewayConformance$$' ./internal/e2e; \
+		status=$$?; cat $(CONFORMANCE_SUMMARY) 2>/dev/null; exit $$status
 
 test-short:
 	$(GO) test -short ./...

@@ -300,7 +300,8 @@ func TestGatewayHTTPRoute(t *testing.T) {
 		}
 		return hasCondition(r.Status.Parents[0].Conditions, "ResolvedRefs", "False", "RefNotPermitted")
 	})
-	d.expect("late.example.com", "/", 404, "")
+	// The rule whose backend is refused answers 500, as the spec asks.
+	d.expect("late.example.com", "/", 500, "")
 
 	// A route that leaves our Gateway loses our status entry.
 	updateRoute(t, gw, e.ns, "late", func(r *gwv1.HTTPRoute) { r.Spec.ParentRefs[0].Name = "elsewhere" })

@@ -62,6 +62,12 @@ func httpRules(h model.HTTPRules) (string, error) {
 		}
 	}
 
+	if h.Status != 0 {
+		if h.Status < 200 || h.Status > 599 {
+			return "", fmt.Errorf("status %d is not an HTTP status", h.Status)
+		}
+		add("http-request return status %d", h.Status)
+	}
 	if h.Redirect != "" {
 		code := h.RedirectCode
 		if code == 0 {

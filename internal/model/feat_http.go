@@ -20,6 +20,10 @@ type HTTPRules struct {
 	// http(s) URL; empty means no redirect.
 	Redirect     string
 	RedirectCode int
+	// Status, when not 0, answers every request with this status and asks
+	// no pod: a Gateway API rule whose backendRefs cannot be resolved
+	// answers 500.
+	Status int
 	// Rewrites are path-rewrite's lines, applied in order.
 	Rewrites []PathRewrite
 	// SetHost is set-host: the Host header sent to the pods.
@@ -613,6 +617,9 @@ func dumpHTTPRules(w *strings.Builder, b *Backend) {
 	h := b.HTTP
 	if b.TCP {
 		w.WriteString("  mode tcp\n")
+	}
+	if h.Status != 0 {
+		fmt.Fprintf(w, "  answer status %d\n", h.Status)
 	}
 	if h.Redirect != "" {
 		fmt.Fprintf(w, "  request-redirect %q code %d\n", h.Redirect, h.RedirectCode)

@@ -184,6 +184,9 @@ func (b *builder) gatewayAPI() {
 
 func ptr[T any](v T) *T { return &v }
 
+// http500 is what a rule without a usable backend answers.
+const http500 = 500
+
 func gatewayStatus(gw *gwv1.Gateway, ls []*listenerState) GatewayStatus {
 	gen := gw.Generation
 	valid := 0
@@ -326,7 +329,9 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 				if resolved.Status == metav1.ConditionTrue {
 					resolved = *rr
 				}
-				continue
+				// The spec: requests the rule matches get a 500 answer,
+				// rather than falling through to other rules.
+				refs, http = nil, &HTTPRules{Status: http500}
 			}
 			b.routeRule(r, i, rule, hostList, refs, http, claims)
 		}
@@ -392,7 +397,11 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		// The redirect answers: no backend is asked.
 		return nil, http, nil, ""
 	}
-	if len(brs) == 0 || len(brs) > maxWeightedRefs {
+	if len(brs) == 0 {
+		// No backend (or only weight 0): the spec wants a 500 answer.
+		return nil, &HTTPRules{Status: http500}, nil, ""
+	}
+	if len(brs) > maxWeightedRefs {
 		return nil, nil, nil, fmt.Sprintf("1 to %d backendRefs with a non-zero weight are supported", maxWeightedRefs)
 	}
 	gen := r.Generation
@@ -467,6 +476,9 @@ func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i, match int, refs []routeRef, 
 	// A redirect rule has a backend without servers, named after no
 	// Service port (port 0 never is one).
 	main := routeRef{base: r.Namespace + "_redirect_0", ns: r.Namespace}
+	if http != nil && http.Status != 0 {
+		main.base = r.Namespace + "_status_0"
+	}
 	if len(refs) > 0 {
 		main = refs[0]
 	}
