@@ -85,44 +85,7 @@ func (s *StatusWriter) syncGatewayAPI(ctx context.Context) {
 			s.log.Warn("gateway status", "namespace", g.Namespace, "name", g.Name, "err", err)
 		}
 	}
-	wanted := make(map[[2]string]bool, len(want.HTTPRoutes))
-	for _, r := range want.HTTPRoutes {
-		wanted[[2]string{r.Namespace, r.Name}] = true
-	}
-	// Routes no longer attached to a Gateway of ours lose our entries.
-	for _, o := range s.w.gatewayRoutes() {
-		if wanted[[2]string{o.Namespace, o.Name}] {
-			continue
-		}
-		kept := slices.DeleteFunc(slices.Clone(o.Status.Parents), func(p gwv1.RouteParentStatus) bool {
-			return string(p.ControllerName) == want.Controller
-		})
-		if len(kept) == len(o.Status.Parents) {
-			continue
-		}
-		up := o.DeepCopy()
-		up.Status.Parents = kept
-		if _, err := cs.GatewayV1().HTTPRoutes(o.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
-			s.log.Warn("httproute status", "namespace", o.Namespace, "name", o.Name, "err", err)
-		}
-	}
-	for _, r := range want.HTTPRoutes {
-		o, _ := s.w.gatewayObject("HTTPRoute", r.Namespace, r.Name).(*gwv1.HTTPRoute)
-		if o == nil {
-			continue
-		}
-		parents, changed := mergeParents(o.Status.Parents, r.Parents, now)
-		if !changed {
-			continue
-		}
-		up := o.DeepCopy()
-		up.Status.Parents = parents
-		if _, err := cs.GatewayV1().HTTPRoutes(r.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
-			s.log.Warn("httproute status", "namespace", r.Namespace, "name", r.Name, "err", err)
-		}
-	}
-	s.syncGRPCRoutes(ctx, want, now)
-	s.syncGatewayL4Routes(ctx, want, now)
+	s.syncGatewayRoutes(ctx, want, now)
 }
 
 // gatewayAddresses are the published addresses in Gateway status form.
