@@ -494,19 +494,16 @@ func (b *builder) secretRefs(ings []*networkingv1.Ingress) {
 	b.d.SecretRefs = slices.Compact(b.d.SecretRefs)
 }
 
-// buildMaps writes the routes into the lookup maps the HAProxy frontend
-// uses. Exact routes go first so that an Exact rule owns its key in
-// MapExact even when a Prefix rule for the same path is older.
-func (b *builder) buildMaps() {
-	exact := make(map[string]string, len(b.d.Routes))
-	prefix := make(map[string]string, len(b.d.Routes))
-	b.d.Maps[MapExact], b.d.Maps[MapPrefix] = exact, prefix
-	for _, r := range b.d.Routes {
+// routeMapEntries writes routes into the MapExact and MapPrefix entries.
+// Exact routes go first so that an Exact rule owns its key in MapExact
+// even when a Prefix rule for the same path is older.
+func routeMapEntries(routes []Route, exact, prefix map[string]string) {
+	for _, r := range routes {
 		if r.PathType == PathExact {
 			exact[r.Host+r.Path] = r.Backend
 		}
 	}
-	for _, r := range b.d.Routes {
+	for _, r := range routes {
 		if r.PathType != PathPrefix {
 			continue
 		}
@@ -519,6 +516,15 @@ func (b *builder) buildMaps() {
 		}
 		prefix[r.Host+r.Path+"/"] = r.Backend
 	}
+}
+
+// buildMaps writes the routes into the lookup maps the HAProxy frontend
+// uses.
+func (b *builder) buildMaps() {
+	exact := make(map[string]string, len(b.d.Routes))
+	prefix := make(map[string]string, len(b.d.Routes))
+	b.d.Maps[MapExact], b.d.Maps[MapPrefix] = exact, prefix
+	routeMapEntries(b.d.Routes, exact, prefix)
 	if !b.o.AllowCrossNamespaceHosts {
 		b.ownerMaps(exact, prefix)
 	}

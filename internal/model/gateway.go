@@ -654,27 +654,24 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 		}
 	}
 	dumpRouteMatches(w, d)
-	kinds := make([]string, 0, len(g.HTTPRoutes)+len(g.GRPCRoutes))
-	for range g.HTTPRoutes {
-		kinds = append(kinds, "HTTPRoute")
-	}
-	for range g.GRPCRoutes {
-		kinds = append(kinds, grpcRouteKind)
-	}
-	for i, r := range slices.Concat(g.HTTPRoutes, g.GRPCRoutes) {
-		fmt.Fprintf(w, "  %s %s/%s\n", kinds[i], r.Namespace, r.Name)
-		for _, p := range r.Parents {
-			ns := r.Namespace
-			if p.ParentRef.Namespace != nil {
-				ns = string(*p.ParentRef.Namespace)
+	for _, x := range []struct {
+		kind   string
+		routes []RouteStatus
+	}{{"HTTPRoute", g.HTTPRoutes}, {grpcRouteKind, g.GRPCRoutes}, {"TLSRoute", g.TLSRoutes}, {"TCPRoute", g.TCPRoutes}} {
+		for _, r := range x.routes {
+			fmt.Fprintf(w, "  %s %s/%s\n", x.kind, r.Namespace, r.Name)
+			for _, p := range r.Parents {
+				ns := r.Namespace
+				if p.ParentRef.Namespace != nil {
+					ns = string(*p.ParentRef.Namespace)
+				}
+				section := ""
+				if p.ParentRef.SectionName != nil {
+					section = "#" + string(*p.ParentRef.SectionName)
+				}
+				fmt.Fprintf(w, "    parent %s/%s%s\n", ns, p.ParentRef.Name, section)
+				conds("      ", p.Conditions)
 			}
-			section := ""
-			if p.ParentRef.SectionName != nil {
-				section = "#" + string(*p.ParentRef.SectionName)
-			}
-			fmt.Fprintf(w, "    parent %s/%s%s\n", ns, p.ParentRef.Name, section)
-			conds("      ", p.Conditions)
 		}
 	}
-	dumpL4Routes(w, g, conds)
 }

@@ -300,28 +300,3 @@ func (b *builder) gatewayTCPServices() {
 	slices.SortFunc(b.d.Backends, func(x, y *Backend) int { return strings.Compare(x.Name, y.Name) })
 	slices.SortFunc(b.d.TCPServices, func(x, y TCPService) int { return x.Port - y.Port })
 }
-
-// dumpL4Routes writes the TLSRoutes' and TCPRoutes' status for the golden
-// files, as dumpGatewayAPI does the HTTPRoutes'.
-func dumpL4Routes(w *strings.Builder, g GatewayAPIStatus, conds func(string, []metav1.Condition)) {
-	for _, x := range []struct {
-		kind   string
-		routes []RouteStatus
-	}{{"TLSRoute", g.TLSRoutes}, {"TCPRoute", g.TCPRoutes}} {
-		for _, r := range x.routes {
-			fmt.Fprintf(w, "  %s %s/%s\n", x.kind, r.Namespace, r.Name)
-			for _, p := range r.Parents {
-				ns := r.Namespace
-				if p.ParentRef.Namespace != nil {
-					ns = string(*p.ParentRef.Namespace)
-				}
-				section := ""
-				if p.ParentRef.SectionName != nil {
-					section = "#" + string(*p.ParentRef.SectionName)
-				}
-				fmt.Fprintf(w, "    parent %s/%s%s\n", ns, p.ParentRef.Name, section)
-				conds("      ", p.Conditions)
-			}
-		}
-	}
-}

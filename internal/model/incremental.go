@@ -547,23 +547,6 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, cloned map[string]bool
 // shares a key with them.
 func planMaps(p *ingressPlan) (exact, prefix map[string]string) {
 	exact, prefix = map[string]string{}, map[string]string{}
-	for _, r := range p.routes {
-		if r.PathType == PathExact {
-			exact[r.Host+r.Path] = r.Backend
-		}
-	}
-	for _, r := range p.routes {
-		if r.PathType != PathPrefix {
-			continue
-		}
-		if r.Path == "/" {
-			prefix[r.Host+"/"] = r.Backend
-			continue
-		}
-		if _, owned := exact[r.Host+r.Path]; !owned {
-			exact[r.Host+r.Path] = r.Backend
-		}
-		prefix[r.Host+r.Path+"/"] = r.Backend
-	}
+	routeMapEntries(p.routes, exact, prefix)
 	return exact, prefix
 }
