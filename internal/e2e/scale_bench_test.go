@@ -401,21 +401,7 @@ func (d *daemon) profile(b *testing.B, dir, name string) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=20", d.ctrlPort))
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		defer resp.Body.Close()
-		f, err := os.Create(filepath.Join(dir, name+".prof"))
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		defer f.Close()
-		if _, err := f.ReadFrom(resp.Body); err != nil {
-			b.Error(err)
-		}
+		d.savePprof(b, "profile?seconds=20", filepath.Join(dir, name+".prof"))
 	}()
 	return func() { <-done }
 }
@@ -423,16 +409,20 @@ func (d *daemon) profile(b *testing.B, dir, name string) (stop func()) {
 // heapProfile records the daemon's heap profile (--pprof) into
 // dir/name.prof, to see what the RSS figure is made of.
 func (d *daemon) heapProfile(b *testing.B, dir, name string) {
-	if dir == "" {
-		return
+	if dir != "" {
+		d.savePprof(b, "heap", filepath.Join(dir, name+".prof"))
 	}
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", d.ctrlPort))
+}
+
+// savePprof writes what the daemon's /debug/pprof/<what> answers to file.
+func (d *daemon) savePprof(b *testing.B, what, file string) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/%s", d.ctrlPort, what))
 	if err != nil {
 		b.Error(err)
 		return
 	}
 	defer resp.Body.Close()
-	f, err := os.Create(filepath.Join(dir, name+".prof"))
+	f, err := os.Create(file)
 	if err != nil {
 		b.Error(err)
 		return

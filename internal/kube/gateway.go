@@ -217,53 +217,19 @@ func (w *Watcher) GatewayAPIWatched() bool {
 
 // gatewaySnapshot adds the cached Gateway API objects to s.
 func (w *Watcher) gatewaySnapshot(s *model.Snapshot) {
-	g := w.gateway
-	if g == nil {
-		return
-	}
-	g.mu.Lock()
-	running := g.running
-	g.mu.Unlock()
-	if !running {
-		return
-	}
-	for _, o := range g.classes.GetStore().List() {
-		s.GatewayClasses = append(s.GatewayClasses, o.(*gwv1.GatewayClass))
-	}
-	for _, o := range g.gws.GetStore().List() {
-		s.Gateways = append(s.Gateways, o.(*gwv1.Gateway))
-	}
-	for _, o := range g.routes.GetStore().List() {
-		s.HTTPRoutes = append(s.HTTPRoutes, o.(*gwv1.HTTPRoute))
-	}
-	for _, o := range g.grants.GetStore().List() {
-		s.ReferenceGrants = append(s.ReferenceGrants, o.(*gwv1.ReferenceGrant))
-	}
-	for _, o := range g.nss.GetStore().List() {
-		s.Namespaces = append(s.Namespaces, o.(*corev1.Namespace))
-	}
-	g.mu.Lock()
-	grpc, tls, tcp := g.grpc, g.tls, g.tcp
-	g.mu.Unlock()
-	if grpc != nil {
-		for _, o := range grpc.GetStore().List() {
-			s.GRPCRoutes = append(s.GRPCRoutes, o.(*gwv1.GRPCRoute))
-		}
-	}
-	if tls != nil {
-		for _, o := range tls.GetStore().List() {
-			s.TLSRoutes = append(s.TLSRoutes, o.(*gwv1.TLSRoute))
-		}
-	}
-	if tcp != nil {
-		for _, o := range tcp.GetStore().List() {
-			s.TCPRoutes = append(s.TCPRoutes, o.(*gwv1.TCPRoute))
-		}
-	}
+	s.GatewayClasses = listOf[*gwv1.GatewayClass](w.gatewayInformer("GatewayClass"))
+	s.Gateways = listOf[*gwv1.Gateway](w.gatewayInformer("Gateway"))
+	s.HTTPRoutes = listOf[*gwv1.HTTPRoute](w.gatewayInformer("HTTPRoute"))
+	s.GRPCRoutes = listOf[*gwv1.GRPCRoute](w.gatewayInformer("GRPCRoute"))
+	s.TLSRoutes = listOf[*gwv1.TLSRoute](w.gatewayInformer("TLSRoute"))
+	s.TCPRoutes = listOf[*gwv1.TCPRoute](w.gatewayInformer("TCPRoute"))
+	s.ReferenceGrants = listOf[*gwv1.ReferenceGrant](w.gatewayInformer("ReferenceGrant"))
+	s.Namespaces = listOf[*corev1.Namespace](w.gatewayInformer("Namespace"))
 }
 
-// gatewayObject finds a cached Gateway API object for status writes.
-func (w *Watcher) gatewayObject(kind, ns, name string) any {
+// gatewayInformer is the informer of a kind watched with the Gateway API;
+// nil while it is not watched (CRDs not served yet).
+func (w *Watcher) gatewayInformer(kind string) cache.SharedIndexInformer {
 	g := w.gateway
 	if g == nil {
 		return nil
@@ -273,21 +239,42 @@ func (w *Watcher) gatewayObject(kind, ns, name string) any {
 	if !g.running {
 		return nil
 	}
-	var inf cache.SharedIndexInformer
 	switch kind {
 	case "GatewayClass":
-		inf = g.classes
+		return g.classes
 	case "Gateway":
-		inf = g.gws
+		return g.gws
 	case "HTTPRoute":
-		inf = g.routes
+		return g.routes
 	case "GRPCRoute":
-		inf = g.grpc
+		return g.grpc
 	case "TLSRoute":
-		inf = g.tls
+		return g.tls
 	case "TCPRoute":
-		inf = g.tcp
+		return g.tcp
+	case "ReferenceGrant":
+		return g.grants
+	case "Namespace":
+		return g.nss
 	}
+	return nil
+}
+
+// listOf lists an informer's cached objects; nil for a nil informer.
+func listOf[T any](inf cache.SharedIndexInformer) []T {
+	if inf == nil {
+		return nil
+	}
+	var out []T
+	for _, o := range inf.GetStore().List() {
+		out = append(out, o.(T))
+	}
+	return out
+}
+
+// gatewayObject finds a cached Gateway API object for status writes.
+func (w *Watcher) gatewayObject(kind, ns, name string) any {
+	inf := w.gatewayInformer(kind)
 	if inf == nil {
 		return nil
 	}
@@ -300,61 +287,4 @@ func (w *Watcher) gatewayObject(kind, ns, name string) any {
 		return nil
 	}
 	return o
-}
-
-// gatewayL4Routes lists the cached TLSRoutes and TCPRoutes.
-func (w *Watcher) gatewayL4Routes() (tls []*gwv1.TLSRoute, tcp []*gwv1.TCPRoute) {
-	g := w.gateway
-	if g == nil {
-		return nil, nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.tls != nil {
-		for _, o := range g.tls.GetStore().List() {
-			tls = append(tls, o.(*gwv1.TLSRoute))
-		}
-	}
-	if g.tcp != nil {
-		for _, o := range g.tcp.GetStore().List() {
-			tcp = append(tcp, o.(*gwv1.TCPRoute))
-		}
-	}
-	return tls, tcp
-}
-
-// gatewayRoutes lists the cached HTTPRoutes.
-func (w *Watcher) gatewayRoutes() []*gwv1.HTTPRoute {
-	g := w.gateway
-	if g == nil {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.running {
-		return nil
-	}
-	var out []*gwv1.HTTPRoute
-	for _, o := range g.routes.GetStore().List() {
-		out = append(out, o.(*gwv1.HTTPRoute))
-	}
-	return out
-}
-
-// gatewayGRPCRoutes lists the cached GRPCRoutes.
-func (w *Watcher) gatewayGRPCRoutes() []*gwv1.GRPCRoute {
-	g := w.gateway
-	if g == nil {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.running || g.grpc == nil {
-		return nil
-	}
-	var out []*gwv1.GRPCRoute
-	for _, o := range g.grpc.GetStore().List() {
-		out = append(out, o.(*gwv1.GRPCRoute))
-	}
-	return out
 }

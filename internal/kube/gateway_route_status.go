@@ -63,7 +63,7 @@ func (s *StatusWriter) syncGatewayRoutes(ctx context.Context, want *model.Gatewa
 			_, err := v1.HTTPRoutes(o.Namespace).UpdateStatus(ctx, o, upd)
 			return err
 		},
-	}, s.w.gatewayRoutes(), want.HTTPRoutes, want.Controller, now)
+	}, listOf[*gwv1.HTTPRoute](s.w.gatewayInformer("HTTPRoute")), want.HTTPRoutes, want.Controller, now)
 	syncRoutes(ctx, s, routeKind[*gwv1.GRPCRoute]{
 		name:   "grpcroute",
 		status: func(o *gwv1.GRPCRoute) *gwv1.RouteStatus { return &o.Status.RouteStatus },
@@ -72,8 +72,7 @@ func (s *StatusWriter) syncGatewayRoutes(ctx context.Context, want *model.Gatewa
 			_, err := v1.GRPCRoutes(o.Namespace).UpdateStatus(ctx, o, upd)
 			return err
 		},
-	}, s.w.gatewayGRPCRoutes(), want.GRPCRoutes, want.Controller, now)
-	tls, tcp := s.w.gatewayL4Routes()
+	}, listOf[*gwv1.GRPCRoute](s.w.gatewayInformer("GRPCRoute")), want.GRPCRoutes, want.Controller, now)
 	syncRoutes(ctx, s, routeKind[*gwv1.TLSRoute]{
 		name:   "tlsroute",
 		status: func(o *gwv1.TLSRoute) *gwv1.RouteStatus { return &o.Status.RouteStatus },
@@ -82,7 +81,7 @@ func (s *StatusWriter) syncGatewayRoutes(ctx context.Context, want *model.Gatewa
 			_, err := v1.TLSRoutes(o.Namespace).UpdateStatus(ctx, o, upd)
 			return err
 		},
-	}, tls, want.TLSRoutes, want.Controller, now)
+	}, listOf[*gwv1.TLSRoute](s.w.gatewayInformer("TLSRoute")), want.TLSRoutes, want.Controller, now)
 	syncRoutes(ctx, s, routeKind[*gwv1.TCPRoute]{
 		name:   "tcproute",
 		status: func(o *gwv1.TCPRoute) *gwv1.RouteStatus { return &o.Status.RouteStatus },
@@ -91,5 +90,5 @@ func (s *StatusWriter) syncGatewayRoutes(ctx context.Context, want *model.Gatewa
 			_, err := v1.TCPRoutes(o.Namespace).UpdateStatus(ctx, o, upd)
 			return err
 		},
-	}, tcp, want.TCPRoutes, want.Controller, now)
+	}, listOf[*gwv1.TCPRoute](s.w.gatewayInformer("TCPRoute")), want.TCPRoutes, want.Controller, now)
 }

@@ -184,6 +184,27 @@ func (b *builder) gatewayAPI() {
 
 func ptr[T any](v T) *T { return &v }
 
+// parentListeners are the listeners of the Gateway of ours a route's
+// parentRef names (its namespace defaulting to the route's), and whether
+// there is one.
+func parentListeners(pr gwv1.ParentReference, routeNS string, listeners map[nsName][]*listenerState) ([]*listenerState, bool) {
+	if pr.Group != nil && string(*pr.Group) != GatewayGroup || pr.Kind != nil && *pr.Kind != "Gateway" {
+		return nil, false
+	}
+	ns := routeNS
+	if pr.Namespace != nil {
+		ns = string(*pr.Namespace)
+	}
+	ls, ours := listeners[nsName{ns, string(pr.Name)}]
+	return ls, ours
+}
+
+// selectedBy: a parentRef's sectionName and port, when set, pick the
+// listener.
+func (l *listenerState) selectedBy(pr gwv1.ParentReference) bool {
+	return (pr.SectionName == nil || *pr.SectionName == l.l.Name) && (pr.Port == nil || *pr.Port == l.l.Port)
+}
+
 // http500 is what a rule without a usable backend answers.
 const http500 = 500
 
@@ -252,14 +273,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 	}
 	var attached []*gwv1.RouteParentStatus
 	for _, pr := range r.Spec.ParentRefs {
-		if pr.Group != nil && string(*pr.Group) != GatewayGroup || pr.Kind != nil && *pr.Kind != "Gateway" {
-			continue
-		}
-		ns := r.Namespace
-		if pr.Namespace != nil {
-			ns = string(*pr.Namespace)
-		}
-		ls, ours := listeners[nsName{ns, string(pr.Name)}]
+		ls, ours := parentListeners(pr, r.Namespace, listeners)
 		if !ours {
 			continue
 		}
@@ -267,7 +281,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 		reason, msg := string(gwv1.RouteReasonNoMatchingParent), "no listener matches sectionName/port"
 		var matched []*listenerState
 		for _, l := range ls {
-			if pr.SectionName != nil && *pr.SectionName != l.l.Name || pr.Port != nil && *pr.Port != l.l.Port {
+			if !l.selectedBy(pr) {
 				continue
 			}
 			if !l.valid || !l.allows(b, r.Namespace) || !l.supports(gwv1.Kind(routeKindOf(r))) {

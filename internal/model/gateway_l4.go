@@ -108,14 +108,7 @@ func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, cont
 	var matched []*listenerState
 	var hosts []string
 	for _, pr := range r.parents {
-		if pr.Group != nil && string(*pr.Group) != GatewayGroup || pr.Kind != nil && *pr.Kind != "Gateway" {
-			continue
-		}
-		ns := r.meta.Namespace
-		if pr.Namespace != nil {
-			ns = string(*pr.Namespace)
-		}
-		ls, ours := listeners[nsName{ns, string(pr.Name)}]
+		ls, ours := parentListeners(pr, r.meta.Namespace, listeners)
 		if !ours {
 			continue
 		}
@@ -123,7 +116,7 @@ func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, cont
 		reason, msg := string(gwv1.RouteReasonNoMatchingParent), "no listener matches sectionName/port"
 		n := 0
 		for _, l := range ls {
-			if pr.SectionName != nil && *pr.SectionName != l.l.Name || pr.Port != nil && *pr.Port != l.l.Port {
+			if !l.selectedBy(pr) {
 				continue
 			}
 			if !l.valid || !l.allows(b, r.meta.Namespace) || !l.supports(r.kind) {
