@@ -461,9 +461,6 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		// match's backend is chosen by its condition.
 		return nil, nil, nil, "weighted backendRefs with method, header, query parameter or RegularExpression path matches are not supported"
 	}
-	if routeKindOf(r) == grpcRouteKind && len(refs) > 1 {
-		return nil, nil, nil, "weighted backendRefs are not supported in GRPCRoutes"
-	}
 	if http != nil && len(refs) > 1 {
 		return nil, nil, nil, "filters with two weighted backendRefs are not supported"
 	}
@@ -518,7 +515,20 @@ func (b *builder) ruleBackend(r *gwv1.HTTPRoute, i, match int, refs []routeRef, 
 	}
 	if len(refs) == 2 {
 		second := refs[1]
-		cst := b.useBackend(second.base, second.ns, second.svc, networkingv1.ServiceBackendPort{Number: second.port}, nil)
+		var cst *backendState
+		if grpc {
+			// The second backend speaks h2c too, so it is the rule's own
+			// like the first.
+			id := variantID{base: second.base, key: fmt.Sprintf("\x00%s#%d#weight1", ref, i)}
+			if cst = b.variants[id]; cst == nil {
+				cst = &backendState{name: b.variantName(id), base: second.base, namespace: second.ns, service: second.svc,
+					port: networkingv1.ServiceBackendPort{Number: second.port}, h2c: true}
+				b.backends[cst.name] = cst
+				b.variants[id] = cst
+			}
+		} else {
+			cst = b.useBackend(second.base, second.ns, second.svc, networkingv1.ServiceBackendPort{Number: second.port}, nil)
+		}
 		if !slices.Contains(cst.routes, ref) {
 			cst.routes = append(cst.routes, ref)
 		}
