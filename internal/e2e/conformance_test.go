@@ -77,6 +77,8 @@ var conformanceFeatures = []features.FeatureName{
 	features.SupportHTTPRoute308RedirectStatusCode,
 	features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteBackendProtocolH2C,
+	features.SupportGRPCRoute,
+	features.SupportGRPCRouteNamedRouteRule,
 }
 
 // conformanceSkips are the suite's tests this bed cannot run, with why.
@@ -84,9 +86,14 @@ var conformanceFeatures = []features.FeatureName{
 var conformanceSkips = map[string]string{}
 
 // conformanceSubset is what `make test` runs: every test of the suite
-// Perimeter passes (core and extended GATEWAY-HTTP), in about 70 seconds.
+// Perimeter passes (core and extended GATEWAY-HTTP, core GATEWAY-GRPC),
+// in about 70 seconds.
 // The full suite runs with PERIMETER_CONFORMANCE=full (`make conformance`).
 var conformanceSubset = []string{
+	"GRPCExactMethodMatching",
+	"GRPCRouteHeaderMatching",
+	"GRPCRouteNamedRule",
+	"GRPCRouteWeight",
 	"GatewayClassObservedGenerationBump",
 	"GatewayInvalidRouteKind",
 	"GatewayInvalidTLSConfiguration",
@@ -175,6 +182,9 @@ func TestGatewayConformance(t *testing.T) {
 			return err
 		}); err != nil {
 			t.Fatal(err)
+		}
+		if s.port == conformanceGRPCPort {
+			ln = grpcBesideHTTP(t, ln, pods)
 		}
 		srv := echo.NewServer(echo.Handler(pods, s.port), s.h2c)
 		go func() { _ = srv.Serve(ln) }()
@@ -344,13 +354,14 @@ func conformanceOptions(t *testing.T, e *env, class string, dial func(context.Co
 				Version:      version,
 				Contact:      []string{"https://github.com/perimeter-ingress/perimeter/issues"},
 			},
-			ConformanceProfiles: []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
+			ConformanceProfiles: []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName},
 		},
 		Client:        c,
 		ClientOptions: clientOptions,
 		Clientset:     e.c.Admin,
 		RestConfig:    rest.CopyConfig(e.c.AdminConfig),
 		RoundTripper:  &nsRoundTripper{&roundtripper.DefaultRoundTripper{TimeoutConfig: timeouts, CustomDialContext: dial}, dial},
+		GRPCClient:    newNSGRPCClient(t, dial),
 		ManifestFS:    []fs.FS{&conformance.Manifests},
 	}
 }
