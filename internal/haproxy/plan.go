@@ -181,6 +181,9 @@ func (r renderer) loadedMaps(st *state) []string {
 	if len(r.httpBinds) > 0 && r.httpsOn(st) {
 		out = append(out, model.MapSSLRedirect)
 	}
+	if (len(r.httpBinds) > 0 || r.httpsOn(st)) && len(st.extras.wildcardDepths) > 0 {
+		out = append(out, model.MapGatewayWildcard)
+	}
 	if r.passthroughOn(st) {
 		out = append(out, model.MapSSLPassthrough)
 	}
