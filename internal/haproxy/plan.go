@@ -181,7 +181,7 @@ func (r renderer) loadedMaps(st *state) []string {
 	if len(r.httpBinds) > 0 && r.httpsOn(st) {
 		out = append(out, model.MapSSLRedirect)
 	}
-	if (len(r.httpBinds) > 0 || r.httpsOn(st)) && len(st.extras.wildcardDepths) > 0 {
+	if (len(r.httpBinds) > 0 || r.httpsOn(st) || r.passthroughOn(st)) && len(st.extras.wildcardDepths) > 0 {
 		out = append(out, model.MapGatewayWildcard)
 	}
 	if r.passthroughOn(st) {

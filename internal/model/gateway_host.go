@@ -23,7 +23,8 @@ import (
 // Ingress's; it keeps the Ingress meaning (exactly one label).
 const ReasonWildcardShared = "WildcardShared"
 
-// gatewayWildcards fills MapGatewayWildcard from the served routes. A
+// gatewayWildcards fills MapGatewayWildcard from the served routes and
+// passed-through hosts. A
 // wildcard host an Ingress routes too is left out, with a problem on the
 // Gateway API routes using it: the map is per host, and an Ingress's
 // wildcard must keep matching a single label.
@@ -43,6 +44,16 @@ func (b *builder) gatewayWildcards() {
 			default:
 				ingress[r.Host] = true
 			}
+		}
+	}
+	// TLSRoute hostnames are passed through by SNI, with the same lookup.
+	for h, c := range b.passthroughHosts {
+		switch {
+		case !strings.HasPrefix(h, "*."):
+		case c.ing != nil:
+			ingress[h] = true
+		case !slices.Contains(users[h], c.route):
+			users[h] = append(users[h], c.route)
 		}
 	}
 	if len(users) == 0 {
