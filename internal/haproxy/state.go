@@ -453,7 +453,7 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 			case checkMapLine(k, v) != nil:
 				reject(routeRef(want, k), "map %s: entry %.80q: %v; dropped", name, k, checkMapLine(k, v))
 			case name == model.MapGatewayWildcard && !wildcardEntryOK(k, v):
-				reject(model.ObjectRef{}, "map %s: entry %.80q: not a suffix and its wildcard host; dropped", name, k)
+				reject(hostRef(want, v), "map %s: entry %.80q: not a suffix and its wildcard host; dropped", name, k)
 			case !mapValueOK(st, name, v):
 				reject(routeRef(want, k), "map %s: key %q: value %q is not a backend that exists", name, k, v)
 			default:
@@ -571,6 +571,16 @@ func serviceRef(b *model.Backend) model.ObjectRef {
 func routeRef(want *model.Desired, key string) model.ObjectRef {
 	for _, r := range want.Routes {
 		if r.Host+r.Path == key || strings.TrimSuffix(key, "/") == r.Host+strings.TrimSuffix(r.Path, "/") {
+			return r.Ingress
+		}
+	}
+	return model.ObjectRef{}
+}
+
+// hostRef is the object of the first route for host, or none.
+func hostRef(want *model.Desired, host string) model.ObjectRef {
+	for _, r := range want.Routes {
+		if r.Host == host {
 			return r.Ingress
 		}
 	}
