@@ -2,10 +2,16 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
+	"fmt"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
 // TestGatewayWildcardHostnames: on real HAProxy, a Gateway API wildcard
@@ -91,4 +97,67 @@ func TestGatewayWildcardHostnames(t *testing.T) {
 	if n := d.reloads(); n != before {
 		t.Errorf("new wildcard hostname: %d reloads, want none", n-before)
 	}
+}
+
+// TestGatewayWildcardPassthrough: a TLSRoute wildcard hostname, narrowed to
+// its listener's, passes TLS through for one or more labels in place of
+// "*", as the conformance test TLSRouteHostnameIntersection asks; other
+// names are terminated by HAProxy.
+func TestGatewayWildcardPassthrough(t *testing.T) {
+	e := newEnv(t)
+	installGatewayCRDs(t, e)
+	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ca := newTestCA(t, "Pass pod CA")
+	cert := ca.sign(t, &x509.Certificate{
+		SerialNumber: randSerial(t), Subject: podSubject("vault.gwh.test"),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"*.gwh.test"},
+	}, mustKey(t))
+	pass, _ := startTLSPod(t, "gwh-pass-0", "198.18.234.10", cert, nil)
+	e.c.CreateService(t, testenv.ServiceSpec{Namespace: e.ns, Name: "pass", Endpoints: endpoints(pass),
+		Ports: []testenv.ServicePort{{Name: "https", Port: 443, TargetPort: tlsPodPort}}})
+	controller, class := e.gatewayClass(gw)
+	_, httpsPort := e.tlsDaemon("--gateway-controller=" + controller)
+	listener := gwv1.Hostname("*.vault.gwh.test")
+	if _, err := gw.GatewayV1().Gateways(e.ns).Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: e.ns},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: gwv1.ObjectName(class),
+			Listeners: []gwv1.Listener{{Name: "pass", Protocol: gwv1.TLSProtocolType, Port: 443, Hostname: &listener,
+				TLS: &gwv1.ListenerTLSConfig{Mode: ptrTo(gwv1.TLSModePassthrough)}}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// "*.test" within the listener's "*.vault.gwh.test" is the listener's.
+	if _, err := gw.GatewayV1().TLSRoutes(e.ns).Create(ctx, &gwv1.TLSRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "pass", Namespace: e.ns},
+		Spec: gwv1.TLSRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Hostnames:       []gwv1.Hostname{"*.test"},
+			Rules: []gwv1.TLSRouteRule{{BackendRefs: []gwv1.BackendRef{{BackendObjectReference: gwv1.BackendObjectReference{
+				Name: "pass", Port: ptrTo(gwv1.PortNumber(443))}}}}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sni := range []string{"a.vault.gwh.test", "a.b.vault.gwh.test"} {
+		testenv.Eventually(t, 15*time.Second, func() error {
+			a, err := httpsGet(httpsPort, sni, sni, "/", nil)
+			if err != nil {
+				return err
+			}
+			if a.status != 200 || a.pod != "gwh-pass-0" || a.subject != "vault.gwh.test/pod" {
+				return fmt.Errorf("SNI %s: status %d pod %q certificate %q, want 200 from gwh-pass-0 with the pod's certificate", sni, a.status, a.pod, a.subject)
+			}
+			return nil
+		})
+	}
+	expectSubject(t, httpsPort, "vault.gwh.test", generatedDefault)
+	expectSubject(t, httpsPort, "a.other.gwh.test", generatedDefault)
 }
