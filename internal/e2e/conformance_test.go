@@ -92,6 +92,7 @@ var conformanceSkips = map[string]string{}
 var conformanceSubset = []string{
 	"GRPCExactMethodMatching",
 	"GRPCRouteHeaderMatching",
+	"GRPCRouteListenerHostnameMatching",
 	"GRPCRouteNamedRule",
 	"GRPCRouteWeight",
 	"GatewayClassObservedGenerationBump",
@@ -113,6 +114,7 @@ var conformanceSubset = []string{
 	"HTTPRouteExactPathMatching",
 	"HTTPRouteHTTPSListener",
 	"HTTPRouteHeaderMatching",
+	"HTTPRouteHostnameIntersection",
 	"HTTPRouteInvalidBackendRefUnknownKind",
 	"HTTPRouteInvalidCrossNamespaceBackendRef",
 	"HTTPRouteInvalidCrossNamespaceParentRef",
@@ -120,6 +122,7 @@ var conformanceSubset = []string{
 	"HTTPRouteInvalidParentRefNotMatchingSectionName",
 	"HTTPRouteInvalidParentRefSectionNameNotMatchingPort",
 	"HTTPRouteInvalidReferenceGrant",
+	"HTTPRouteListenerHostnameMatching",
 	"HTTPRouteMatching",
 	"HTTPRouteMatchingAcrossRoutes",
 	"HTTPRouteMethodMatching",

@@ -34,6 +34,8 @@ func mapValueOK(st *state, name, v string) bool {
 		// The ssl frontend is mode tcp: it can use mode tcp backends only.
 		b := st.backends[v]
 		return b != nil && b.spec.TCP
+	case model.MapGatewayWildcard:
+		return true // wildcardEntryOK
 	case model.MapExact, model.MapPrefix:
 		if v == builtin404 {
 			return true

@@ -24,6 +24,9 @@ type extras struct {
 	// routeACLs are the conditional backends' frontend rules
 	// (feat_routeacl.go).
 	routeACLs []model.RouteACL
+	// wildcardDepths are the label counts of the Gateway API wildcard
+	// suffixes, one lookup tier each (gatewayWildcardActions).
+	wildcardDepths []int
 }
 
 // key identifies e for the render cache and the reload decision. It prints

@@ -81,6 +81,12 @@ func (r renderer) passthroughSections(st *state, logging bool) string {
 	b.WriteString("  tcp-request content set-var(sess.sni) req.ssl_sni,lower if { req.ssl_hello_type 1 }\n")
 	fmt.Fprintf(&b, "  tcp-request content set-var(sess.passthrough) var(sess.sni),map_str(%s) if { var(sess.sni) -m found }\n", m)
 	fmt.Fprintf(&b, "  tcp-request content set-var(sess.passthrough) var(sess.sni),regsub(^[^.]*,*),map_str(%s) if { var(sess.sni) -m found } !%s\n", m, found)
+	// TLSRoute wildcards of more labels (feat_gateway_host.go): the
+	// wildcard map gives the wildcard host, the passthrough map its backend.
+	for _, n := range st.extras.wildcardDepths {
+		fmt.Fprintf(&b, "  tcp-request content set-var(sess.passthrough) var(sess.sni),regsub(^[^.]*,*),field(-1,.,%d),map_str(%s),map_str(%s) if { var(sess.sni) -m found } !%s\n",
+			n, r.mapPath(model.MapGatewayWildcard), m, found)
+	}
 	fmt.Fprintf(&b, "  use_backend %%[var(sess.passthrough)] if %s\n", found)
 	fmt.Fprintf(&b, "  default_backend %s\n", offloadBackend)
 	fmt.Fprintf(&b, "\nbackend %s from %s\n  mode tcp\n", offloadBackend, defaultsName)

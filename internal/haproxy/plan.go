@@ -115,7 +115,15 @@ func structuralChanges(a, b *state) []change {
 		out = append(out, change{ReloadFrontend, fmt.Sprintf("default backend %q->%q", ah.defaultBackend, bh.defaultBackend)})
 	}
 	if ah.extras != bh.extras {
-		out = append(out, change{ReloadFrontend, "error pages, TCP services, captures or route-acl conditions"})
+		text := "error pages, TCP services, captures or route-acl conditions"
+		if ae, be := a.extras, b.extras; !slices.Equal(ae.wildcardDepths, be.wildcardDepths) {
+			ae.wildcardDepths, be.wildcardDepths = nil, nil
+			text = fmt.Sprintf("wildcard label counts %v->%v", a.extras.wildcardDepths, b.extras.wildcardDepths)
+			if ae.key() != be.key() {
+				text = "error pages, TCP services, captures, route-acl conditions, " + text
+			}
+		}
+		out = append(out, change{ReloadFrontend, text})
 	}
 	// Only the backends that changed are sorted (for a stable order): at
 	// thousands of backends, sorting all names was most of a plan's cost.
@@ -180,6 +188,9 @@ func (r renderer) loadedMaps(st *state) []string {
 	}
 	if len(r.httpBinds) > 0 && r.httpsOn(st) {
 		out = append(out, model.MapSSLRedirect)
+	}
+	if (len(r.httpBinds) > 0 || r.httpsOn(st) || r.passthroughOn(st)) && len(st.extras.wildcardDepths) > 0 {
+		out = append(out, model.MapGatewayWildcard)
 	}
 	if r.passthroughOn(st) {
 		out = append(out, model.MapSSLPassthrough)

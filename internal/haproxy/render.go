@@ -113,7 +113,7 @@ func (r renderer) renderHead(st *state) (string, error) {
 	r.tlsGlobal(w, st)
 	r.defaults(w, st.global)
 	if len(r.httpBinds) > 0 {
-		r.httpFrontend(w, st.defaultBackend, st.extras.routeACLs)
+		r.httpFrontend(w, st.defaultBackend, st.extras.routeACLs, st.extras.wildcardDepths)
 		r.keepAliveAcrossReloads(w, "http")
 		r.acceptProxy(w, "http", st.global.ProxyProtocol)
 		r.addSSLRedirect(w, st)
@@ -350,12 +350,13 @@ func (r renderer) requestHygiene(proto string) []types.Action {
 // httpFrontend computes the backend from map lookups only, so that hosts
 // and paths never appear in haproxy.cfg. Lookup order: host+path exact,
 // host+path prefix, the same with the first host label replaced by "*",
-// then the path alone, then the default backend.
-func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string, acls []model.RouteACL) {
+// the same with the Gateway API wildcards of more labels, then the path
+// alone, then the default backend.
+func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string, acls []model.RouteACL, wildcardDepths []int) {
 	const fe = "http"
 	w.section(parser.Frontends, fe)
 	w.set(parser.Frontends, fe, "bind", slices.Clone(r.httpBinds))
-	w.set(parser.Frontends, fe, "http-request", append(r.requestHygiene("http"), r.routingActions()...))
+	w.set(parser.Frontends, fe, "http-request", append(r.requestHygiene("http"), r.routingActions(wildcardDepths)...))
 	w.set(parser.Frontends, fe, "use_backend", append(routeACLUseBackends(acls), types.UseBackend{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
 	}))

@@ -160,9 +160,10 @@ var routeMaps = []string{model.MapExact, model.MapPrefix, model.MapHostOwner, mo
 	model.MapRouteACLExact, model.MapRouteACLPrefix}
 
 // mapNames are all the map files: the route maps, the ssl-redirect map
-// the http frontend loads while https is served and the passthrough map the
-// ssl frontend loads (feat_passthrough.go).
-var mapNames = append(slices.Clone(routeMaps), model.MapSSLRedirect, model.MapSSLPassthrough)
+// the http frontend loads while https is served, the passthrough map the
+// ssl frontend loads (feat_passthrough.go) and the Gateway API wildcard
+// map the routing rules load while it has entries (gatewayWildcardActions).
+var mapNames = append(slices.Clone(routeMaps), model.MapSSLRedirect, model.MapSSLPassthrough, model.MapGatewayWildcard)
 
 var (
 	backendNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,199}$`)
@@ -451,6 +452,8 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 			switch {
 			case checkMapLine(k, v) != nil:
 				reject(routeRef(want, k), "map %s: entry %.80q: %v; dropped", name, k, checkMapLine(k, v))
+			case name == model.MapGatewayWildcard && !wildcardEntryOK(k, v):
+				reject(hostRef(want, v), "map %s: entry %.80q: not a suffix and its wildcard host; dropped", name, k)
 			case !mapValueOK(st, name, v):
 				reject(routeRef(want, k), "map %s: key %q: value %q is not a backend that exists", name, k, v)
 			default:
@@ -463,6 +466,7 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 		}
 	}
 	st.tls.head.passthrough = st.tls.head.enabled && len(st.maps[model.MapSSLPassthrough]) > 0
+	st.extras.wildcardDepths = model.WildcardDepths(st.maps[model.MapGatewayWildcard])
 	return st, problems
 }
 
@@ -567,6 +571,16 @@ func serviceRef(b *model.Backend) model.ObjectRef {
 func routeRef(want *model.Desired, key string) model.ObjectRef {
 	for _, r := range want.Routes {
 		if r.Host+r.Path == key || strings.TrimSuffix(key, "/") == r.Host+strings.TrimSuffix(r.Path, "/") {
+			return r.Ingress
+		}
+	}
+	return model.ObjectRef{}
+}
+
+// hostRef is the object of the first route for host, or none.
+func hostRef(want *model.Desired, host string) model.ObjectRef {
+	for _, r := range want.Routes {
+		if r.Host == host {
 			return r.Ingress
 		}
 	}

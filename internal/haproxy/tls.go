@@ -258,7 +258,7 @@ func cmpOr(v, dflt string) string {
 // within its owner's namespace: the wildcard tier only when the wildcard
 // has the same owner, and the owner's own host-less rules ("@ns/path"
 // keys) instead of everyone's.
-func (r renderer) routingActions() []types.Action {
+func (r renderer) routingActions(wildcardDepths []int) []types.Action {
 	exact, prefix, owners := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix), r.mapPath(model.MapHostOwner)
 	notFound := "!{ var(txn.backend) -m found }"
 	unowned := notFound + " !{ var(txn.owner) -m found }"
@@ -287,6 +287,9 @@ func (r renderer) routingActions() []types.Action {
 		setVar("backend", "var(txn.wildcard),map_str("+exact+")", notFound),
 		setVar("backend", "var(txn.wildcard),map_beg("+prefix+")", notFound),
 		setVar("owner", "var(txn.wowner)", unowned),
+	)
+	out = append(out, r.gatewayWildcardActions(wildcardDepths)...)
+	out = append(out,
 		setVar("nohost", "var(txn.path)", unowned),
 		setVar("nohost", "var(txn.owner),concat(,txn.path)", owned),
 	)
@@ -378,7 +381,7 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 		rules = append(rules, &httpactions.Deny{Cond: "if", CondTest: "{ ssl_c_used } !{ ssl_c_verify 0 }"})
 	}
 	rules = append(rules, r.requestHygiene("https")...)
-	rules = append(rules, r.routingActions()...)
+	rules = append(rules, r.routingActions(st.extras.wildcardDepths)...)
 	w.set(parser.Frontends, fe, "http-request", rules)
 	w.set(parser.Frontends, fe, "use_backend", append(routeACLUseBackends(st.extras.routeACLs), types.UseBackend{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",

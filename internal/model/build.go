@@ -53,6 +53,7 @@ func Build(s *Snapshot, o Options) *Desired {
 	b.secretRefs(ings)
 	b.buildMaps()
 	b.routeACLMaps()
+	b.gatewayWildcards()
 	b.passthroughMap()
 	b.finishBackends()
 	// TCP-service backends need their server-ca and server-crt resolved too.

@@ -13,10 +13,13 @@ import (
 //  2. the same with the wildcard host "*.<rest>" (first label replaced),
 //     unless the host has an owner (MapHostOwner) other than the
 //     wildcard's;
-//  3. the same with no host: the rules without a host, or, when the host
-//     (else its wildcard) has an owner, that namespace's host-less rules
-//     and default ("@<namespace>" keys);
-//  4. DefaultBackend.
+//  3. the same with each Gateway API wildcard host that matches the host
+//     with more than one label in place of "*" (MapGatewayWildcard),
+//     longest suffix first, under the same owner rule (gateway_host.go);
+//  4. the same with no host: the rules without a host, or, when the host
+//     (else the first of its wildcards with an owner) has an owner, that
+//     namespace's host-less rules and default ("@<namespace>" keys);
+//  5. DefaultBackend.
 //
 // host may carry a port, a trailing dot and any case; path may carry a
 // query. A host with a '/' or '@' is refused (HAProxy answers 400). The
@@ -50,6 +53,22 @@ func Match(d *Desired, host, path string) (Route, bool) {
 			}
 			if !owned && wowned {
 				owner, owned = wowner, true
+			}
+			gw := d.Maps[MapGatewayWildcard]
+			for _, n := range WildcardDepths(gw) {
+				g, ok := gw[lastLabels(w, n)]
+				if !ok {
+					continue
+				}
+				gowner, gowned := owners[g]
+				if !owned || gowned && gowner == owner {
+					if r, ok := lookup(d, g, "", path); ok {
+						return found(r)
+					}
+				}
+				if !owned && gowned {
+					owner, owned = gowner, true
+				}
 			}
 		}
 	}

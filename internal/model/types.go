@@ -133,6 +133,11 @@ const (
 	// "@<namespace>" of its owner. Keys "@<namespace>/path" in MapExact and
 	// MapPrefix hold that namespace's host-less rules and default.
 	MapHostOwner = "host-owner"
+	// MapGatewayWildcard maps the suffix of each wildcard host of the
+	// Gateway API routes to the host ("example.com" -> "*.example.com"):
+	// there a wildcard matches one or more leading labels, where an
+	// Ingress's matches exactly one (gateway_host.go).
+	MapGatewayWildcard = "gateway-wildcard"
 )
 
 // BackendNotFound is the map value that answers 404: the backend HAProxy's
