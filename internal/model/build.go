@@ -163,6 +163,10 @@ type builder struct {
 	nsLabels    map[string]map[string]string
 	gwTLS       *tlsBuilder
 	gwListeners []*listenerState
+	// gwAddrs are the Gateways' own addresses, gwTCPPorts the ports of
+	// TCP listeners with a Gateway naming each (gateway_ports.go).
+	gwAddrs    map[nsName]gwAddress
+	gwTCPPorts map[int]string
 	// gwTCP are the TCP listener ports' backends (gateway_l4.go).
 	gwTCP map[int]gwTCPPort
 	// sel is the class selector of servedIngresses.
@@ -547,10 +551,12 @@ func (b *builder) ownerMaps(exact, prefix map[string]string) {
 	}
 	b.d.Maps[MapHostOwner] = owners
 	for _, r := range b.d.Routes {
-		if r.Host != "" {
+		// A scoped host-less route ("@<scope>") is looked up with its
+		// scope after the owner: "@<namespace>@<scope>/path".
+		if host, _ := splitScope(r.Host); host != "" {
 			continue
 		}
-		key := "@" + r.Ingress.Namespace + r.Path
+		key := "@" + r.Ingress.Namespace + r.Host + r.Path
 		switch {
 		case r.PathType == PathExact:
 			exact[key] = r.Backend

@@ -59,7 +59,7 @@ func (l *listenerState) allows(b *builder, ns string) bool {
 }
 
 // programmed reports whether HAProxy serves the listener's routes.
-func (l *listenerState) programmed() bool { return l.valid && !l.unresolved }
+func (l *listenerState) programmed() bool { return l.valid && !l.unresolved && !l.noAddress }
 
 // supports reports whether the listener takes routes of kind k.
 func (l *listenerState) supports(k gwv1.Kind) bool {
@@ -86,7 +86,9 @@ func (b *builder) listenerPort(l *gwv1.Listener) (bool, string) {
 	case gwv1.HTTPProtocolType:
 		want := b.o.GatewayHTTPPort
 		if want != 0 && port != want && port != standardHTTPPort {
-			return false, fmt.Sprintf("HTTP is served on port %s", portsText(want, standardHTTPPort))
+			if msg := b.httpPortProblem(port); msg != "" {
+				return false, msg
+			}
 		}
 	case gwv1.HTTPSProtocolType, gwv1.TLSProtocolType:
 		want := b.o.GatewayHTTPSPort
@@ -121,14 +123,14 @@ func portsText(bind, standard int) string {
 // listenerConflictKey groups listeners that one HAProxy frontend would
 // have to tell apart: by hostname on the http frontend and on the TLS
 // port (SNI), by port for TCP.
-func listenerConflictKey(l *gwv1.Listener) string {
+func listenerConflictKey(l *gwv1.Listener, scope string) string {
 	host := ""
 	if l.Hostname != nil {
 		host = strings.ToLower(string(*l.Hostname))
 	}
 	switch l.Protocol {
 	case gwv1.HTTPProtocolType:
-		return "http|" + host
+		return "http|" + scope + "|" + host
 	case gwv1.HTTPSProtocolType, gwv1.TLSProtocolType:
 		return "tls|" + host
 	}
@@ -160,9 +162,15 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 		if l.Hostname != nil && l.Protocol != gwv1.TCPProtocolType {
 			ls.hostname = strings.ToLower(string(*l.Hostname))
 		}
+		if ls.valid && l.Protocol == gwv1.HTTPProtocolType {
+			ls.scope, _ = b.httpScope(gw, int(l.Port))
+		}
+		if ga, ok := b.gwAddrs[nsName{gw.Namespace, gw.Name}]; ok && ga.addr == "" {
+			ls.noAddress = true
+		}
 		// Only listeners HAProxy could serve can conflict.
 		if ls.valid {
-			key := listenerConflictKey(l)
+			key := listenerConflictKey(l, ls.scope)
 			if first, dup := seen[key]; dup {
 				ls.valid = false
 				reason, what := gwv1.ListenerReasonHostnameConflict, "hostname"
