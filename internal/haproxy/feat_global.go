@@ -24,6 +24,9 @@ type extras struct {
 	// routeACLs are the conditional backends' frontend rules
 	// (feat_routeacl.go).
 	routeACLs []model.RouteACL
+	// gwBinds are the http frontend's binds for Gateway listeners
+	// (gateway_binds.go).
+	gwBinds []model.GatewayBind
 }
 
 // key identifies e for the render cache and the reload decision. It prints

@@ -258,7 +258,11 @@ func cmpOr(v, dflt string) string {
 // within its owner's namespace: the wildcard tier only when the wildcard
 // has the same owner, and the owner's own host-less rules ("@ns/path"
 // keys) instead of everyone's.
-func (r renderer) routingActions() []types.Action {
+//
+// With scoped set, the frontend has Gateway binds (gateway_binds.go): the
+// name of the bind a request came in on goes between host and path in
+// every lookup key.
+func (r renderer) routingActions(scoped bool) []types.Action {
 	exact, prefix, owners := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix), r.mapPath(model.MapHostOwner)
 	notFound := "!{ var(txn.backend) -m found }"
 	unowned := notFound + " !{ var(txn.owner) -m found }"
@@ -270,8 +274,11 @@ func (r renderer) routingActions() []types.Action {
 		// A trailing dot names the same host (FQDN form).
 		setVar("host", "req.hdr(host),field(1,:),lower,regsub([.]$,)", ""),
 		setVar("path", "path", ""),
-		setVar("hostpath", "var(txn.host),concat(,txn.path)", ""),
 	}
+	if scoped {
+		out = append(out, setVar("path", "so_name,concat(,txn.path)", "{ so_name -m found }"))
+	}
+	out = append(out, setVar("hostpath", "var(txn.host),concat(,txn.path)", ""))
 	out = append(out, r.routeACLActions("hostpath", "")...)
 	out = append(out,
 		setVar("backend", "var(txn.hostpath),map_str("+exact+")", ""),
@@ -378,7 +385,7 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 		rules = append(rules, &httpactions.Deny{Cond: "if", CondTest: "{ ssl_c_used } !{ ssl_c_verify 0 }"})
 	}
 	rules = append(rules, r.requestHygiene("https")...)
-	rules = append(rules, r.routingActions()...)
+	rules = append(rules, r.routingActions(false)...)
 	w.set(parser.Frontends, fe, "http-request", rules)
 	w.set(parser.Frontends, fe, "use_backend", append(routeACLUseBackends(st.extras.routeACLs), types.UseBackend{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
