@@ -12,9 +12,12 @@ import (
 	"github.com/perimeter-ingress/perimeter/internal/model"
 )
 
-// Gateway binds (model/gateway_ports.go): sockets of the http frontend
-// for Gateway HTTP listeners on another port than the http port, or on a
-// Gateway's own address. Each is named after its scope, which the
+// Gateway binds (model/gateway_ports.go): sockets of the http and https
+// frontends for Gateway HTTP and HTTPS listeners on another port than the
+// frontend's, or on a Gateway's own address. With ssl-passthrough, the
+// https frontend's own binds sit behind the passthrough frontend; the
+// Gateway binds do not (TLS listeners are served on the edge's https port
+// only). Each is named after its scope, which the
 // frontend puts into the lookup keys of the requests it accepts
 // (routingActions), so a listener serves its own routes only.
 
@@ -44,13 +47,18 @@ func gatewayBinds(want []model.GatewayBind, reject func(string, ...any)) []model
 // bound transparent (IP_FREEBIND when HAProxy may not use
 // IP_TRANSPARENT), so that an address not (yet) routed to the host keeps
 // the configuration loadable.
-func (r renderer) gatewayBinds(gw []model.GatewayBind) []types.Bind {
+//
+// tls picks the https frontend's binds, which get its options opts.
+func (r renderer) gatewayBinds(gw []model.GatewayBind, tls bool, opts []params.BindOption) []types.Bind {
 	var out []types.Bind
 	for _, b := range gw {
+		if b.TLS != tls {
+			continue
+		}
 		name := &params.BindOptionValue{Name: "name", Value: b.Name}
 		if b.Address == "" {
 			for _, eb := range bindsFor(r.bindAddrs, b.Port) {
-				eb.Params = append(eb.Params, name)
+				eb.Params = append(append(eb.Params, name), opts...)
 				out = append(out, eb)
 			}
 			continue
@@ -59,7 +67,7 @@ func (r renderer) gatewayBinds(gw []model.GatewayBind) []types.Bind {
 		if a, _ := netip.ParseAddr(b.Address); a.Is6() {
 			ps = append(ps, &params.BindOptionWord{Name: "v6only"})
 		}
-		out = append(out, types.Bind{Path: net.JoinHostPort(b.Address, strconv.Itoa(b.Port)), Params: ps})
+		out = append(out, types.Bind{Path: net.JoinHostPort(b.Address, strconv.Itoa(b.Port)), Params: append(ps, opts...)})
 	}
 	return out
 }

@@ -359,12 +359,13 @@ func (r renderer) requestHygiene(proto string) []types.Action {
 func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string, acls []model.RouteACL, gw []model.GatewayBind) {
 	const fe = "http"
 	w.section(parser.Frontends, fe)
-	w.set(parser.Frontends, fe, "bind", append(slices.Clone(r.httpBinds), r.gatewayBinds(gw)...))
-	w.set(parser.Frontends, fe, "http-request", append(r.requestHygiene("http"), r.routingActions(len(gw) > 0)...))
+	gwBinds := r.gatewayBinds(gw, false, nil)
+	w.set(parser.Frontends, fe, "bind", append(slices.Clone(r.httpBinds), gwBinds...))
+	w.set(parser.Frontends, fe, "http-request", append(r.requestHygiene("http"), r.routingActions(len(gwBinds) > 0)...))
 	use := append(routeACLUseBackends(acls), types.UseBackend{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
 	})
-	if len(gw) > 0 {
+	if len(gwBinds) > 0 {
 		// A Gateway listener answers what its routes do not match with
 		// 404, as the Gateway API asks, never with an Ingress default.
 		use = append(use, types.UseBackend{Name: builtin404, Cond: "if", CondTest: "{ so_name -m found }"})

@@ -372,6 +372,8 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 	for i, b := range addrs {
 		binds[i] = types.Bind{Path: b.Path, Params: append(slices.Clone(b.Params), opts...)}
 	}
+	gwBinds := r.gatewayBinds(st.extras.gwBinds, true, opts)
+	binds = append(binds, gwBinds...)
 	w.section(parser.Frontends, fe)
 	w.set(parser.Frontends, fe, "bind", binds)
 	var rules []types.Action
@@ -385,11 +387,15 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 		rules = append(rules, &httpactions.Deny{Cond: "if", CondTest: "{ ssl_c_used } !{ ssl_c_verify 0 }"})
 	}
 	rules = append(rules, r.requestHygiene("https")...)
-	rules = append(rules, r.routingActions(false)...)
+	rules = append(rules, r.routingActions(len(gwBinds) > 0)...)
 	w.set(parser.Frontends, fe, "http-request", rules)
-	w.set(parser.Frontends, fe, "use_backend", append(routeACLUseBackends(st.extras.routeACLs), types.UseBackend{
+	use := append(routeACLUseBackends(st.extras.routeACLs), types.UseBackend{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
-	}))
+	})
+	if len(gwBinds) > 0 {
+		use = append(use, types.UseBackend{Name: builtin404, Cond: "if", CondTest: "{ so_name -m found }"})
+	}
+	w.set(parser.Frontends, fe, "use_backend", use)
 	def := st.defaultBackend
 	if def == "" {
 		def = builtin404

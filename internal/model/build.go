@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Problem reasons.
@@ -167,6 +168,8 @@ type builder struct {
 	// TCP listeners with a Gateway naming each (gateway_ports.go).
 	gwAddrs    map[nsName]gwAddress
 	gwTCPPorts map[int]string
+	// gwSockets are the protocols of the Gateway binds, by scope.
+	gwSockets map[string]gwv1.ProtocolType
 	// gwTCP are the TCP listener ports' backends (gateway_l4.go).
 	gwTCP map[int]gwTCPPort
 	// sel is the class selector of servedIngresses.

@@ -153,6 +153,9 @@ func (b *builder) gatewayAPI() {
 		}
 		gws = append(gws, gw)
 	}
+	// The oldest Gateway wins a socket another one would use for
+	// another protocol.
+	slices.SortStableFunc(gws, func(x, y *gwv1.Gateway) int { return olderMeta(&x.ObjectMeta, &y.ObjectMeta) })
 	b.gatewayTCPPorts(gws)
 	b.assignGatewayAddresses(gws)
 	listeners := map[nsName][]*listenerState{}
@@ -700,6 +703,9 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 		fmt.Fprintf(w, "  bind %s port %d", gb.Name, gb.Port)
 		if gb.Address != "" {
 			fmt.Fprintf(w, " address %s", gb.Address)
+		}
+		if gb.TLS {
+			w.WriteString(" tls")
 		}
 		w.WriteString("\n")
 	}

@@ -86,7 +86,7 @@ func (b *builder) listenerPort(l *gwv1.Listener) (bool, string) {
 	case gwv1.HTTPProtocolType:
 		want := b.o.GatewayHTTPPort
 		if want != 0 && port != want && port != standardHTTPPort {
-			if msg := b.httpPortProblem(port); msg != "" {
+			if msg := b.portProblem(l.Protocol, port); msg != "" {
 				return false, msg
 			}
 		}
@@ -96,7 +96,12 @@ func (b *builder) listenerPort(l *gwv1.Listener) (bool, string) {
 			return false, "HTTPS is not served by this edge"
 		}
 		if want != 0 && port != want && port != standardHTTPSPort {
-			return false, fmt.Sprintf("%s is served on port %s", l.Protocol, portsText(want, standardHTTPSPort))
+			if l.Protocol == gwv1.TLSProtocolType {
+				return false, fmt.Sprintf("%s is served on port %s", l.Protocol, portsText(want, standardHTTPSPort))
+			}
+			if msg := b.portProblem(l.Protocol, port); msg != "" {
+				return false, msg
+			}
 		}
 	case gwv1.TCPProtocolType:
 		for _, p := range []int{b.o.GatewayHTTPPort, b.o.GatewayHTTPSPort} {
@@ -132,7 +137,7 @@ func listenerConflictKey(l *gwv1.Listener, scope string) string {
 	case gwv1.HTTPProtocolType:
 		return "http|" + scope + "|" + host
 	case gwv1.HTTPSProtocolType, gwv1.TLSProtocolType:
-		return "tls|" + host
+		return "tls|" + scope + "|" + host
 	}
 	return fmt.Sprintf("tcp|%d", l.Port)
 }
@@ -162,8 +167,8 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 		if l.Hostname != nil && l.Protocol != gwv1.TCPProtocolType {
 			ls.hostname = strings.ToLower(string(*l.Hostname))
 		}
-		if ls.valid && l.Protocol == gwv1.HTTPProtocolType {
-			ls.scope, _ = b.httpScope(gw, int(l.Port))
+		if ls.valid {
+			ls.scope, _ = b.listenerScope(gw, l.Protocol, int(l.Port))
 		}
 		if ga, ok := b.gwAddrs[nsName{gw.Namespace, gw.Name}]; ok && ga.addr == "" {
 			ls.noAddress = true
@@ -171,7 +176,12 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 		// Only listeners HAProxy could serve can conflict.
 		if ls.valid {
 			key := listenerConflictKey(l, ls.scope)
-			if first, dup := seen[key]; dup {
+			if other, taken := b.gwSockets[ls.scope]; taken && ls.scope != "" && other != l.Protocol {
+				// One socket cannot speak HTTP and HTTPS.
+				ls.valid = false
+				conflicted = cond(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonProtocolConflict),
+					fmt.Sprintf("%s is served there by an %s listener", ls.scope[1:], other), gen)
+			} else if first, dup := seen[key]; dup {
 				ls.valid = false
 				reason, what := gwv1.ListenerReasonHostnameConflict, "hostname"
 				if l.Protocol == gwv1.TCPProtocolType {
@@ -181,6 +191,12 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 					fmt.Sprintf("listener %s serves the same %s", first, what), gen)
 			} else {
 				seen[key] = string(l.Name)
+				if ls.scope != "" {
+					if b.gwSockets == nil {
+						b.gwSockets = map[string]gwv1.ProtocolType{}
+					}
+					b.gwSockets[ls.scope] = l.Protocol
+				}
 			}
 		}
 		for _, k := range kinds {

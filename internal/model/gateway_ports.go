@@ -12,13 +12,14 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// HTTP listeners beyond the http frontend's own port, and Gateways with
-// addresses of their own.
+// HTTP and HTTPS listeners beyond the frontends' own ports, and Gateways
+// with addresses of their own.
 //
-// The http frontend binds, besides its own port on the edge's addresses,
-// one socket per (address, port) a Gateway's HTTP listener needs: a port
-// of --gateway-listener-ports on the edge's addresses, or any listener
-// port on the Gateway's own address (--gateway-addresses). Each such bind
+// The http and https frontends bind, besides their own port on the edge's
+// addresses, one socket per (address, port) a Gateway's HTTP or HTTPS
+// listener needs: a port of --gateway-listener-ports on the edge's
+// addresses, or on the Gateway's own address (--gateway-addresses) the
+// frontend's port or one of --gateway-listener-ports. Each such bind
 // is named after its scope, "@<address>:<port>" ("@:<port>" on the edge's
 // addresses), and the frontend inserts the name of the socket a request
 // came in on between the host and the path of its map lookups. The routes
@@ -37,6 +38,8 @@ type GatewayBind struct {
 	// addresses.
 	Address string
 	Port    int
+	// TLS: a bind of the https frontend, for HTTPS listeners.
+	TLS bool
 }
 
 // scopeOf names the bind of port on addr ("" = the edge's addresses).
@@ -58,17 +61,20 @@ func (o Options) ListenerPortAllowed(p int) bool {
 	return slices.ContainsFunc(o.GatewayListenerPorts, func(r PortRange) bool { return p >= r.From && p <= r.To })
 }
 
-// httpPortProblem says why an HTTP listener may not open port p (neither
-// the http port nor 80), or "".
-func (b *builder) httpPortProblem(p int) string {
-	https := b.o.GatewayHTTPSPort
+// portProblem says why an HTTP or HTTPS listener may not open port p
+// (not its frontend's port nor the protocol's standard one), or "".
+func (b *builder) portProblem(proto gwv1.ProtocolType, p int) string {
+	own, std, other, otherStd := b.o.GatewayHTTPPort, standardHTTPPort, b.o.GatewayHTTPSPort, standardHTTPSPort
+	if proto == gwv1.HTTPSProtocolType {
+		own, std, other, otherStd = other, otherStd, own, std
+	}
 	switch {
 	case len(b.o.GatewayListenerPorts) == 0:
-		return fmt.Sprintf("HTTP is served on port %s", portsText(b.o.GatewayHTTPPort, standardHTTPPort))
+		return fmt.Sprintf("%s is served on port %s", proto, portsText(own, std))
 	case !b.o.ListenerPortAllowed(p):
-		return fmt.Sprintf("HTTP is served on port %s and the ports --gateway-listener-ports lists", portsText(b.o.GatewayHTTPPort, standardHTTPPort))
-	case https >= 0 && (p == https || p == standardHTTPSPort):
-		return fmt.Sprintf("port %d is the HTTPS frontend's", p)
+		return fmt.Sprintf("%s is served on port %s and the ports --gateway-listener-ports lists", proto, portsText(own, std))
+	case other >= 0 && (p == other || p == otherStd):
+		return fmt.Sprintf("port %d is the %s frontend's", p, map[bool]string{true: "HTTP", false: "HTTPS"}[proto == gwv1.HTTPSProtocolType])
 	case slices.Contains(b.o.ReservedPorts, p):
 		return fmt.Sprintf("port %d serves the edge's statistics or health checks", p)
 	}
@@ -83,16 +89,24 @@ func (b *builder) httpPortProblem(p int) string {
 	return ""
 }
 
-// httpScope is the scope of an HTTP listener of gw on port p, and the
-// port its bind listens on: ports 80 and the http port are the http
-// port, as for the edge's own bind.
-func (b *builder) httpScope(gw *gwv1.Gateway, p int) (string, int) {
-	want := b.o.GatewayHTTPPort
-	if want == 0 {
-		// HTTP is not served: nothing to bind.
+// listenerScope is the scope of an HTTP or HTTPS listener of gw on port
+// p, and the port its bind listens on: the protocol's standard port is
+// its frontend's port, as for the edge's own binds.
+func (b *builder) listenerScope(gw *gwv1.Gateway, proto gwv1.ProtocolType, p int) (string, int) {
+	want, std := b.o.GatewayHTTPPort, standardHTTPPort
+	switch proto {
+	case gwv1.HTTPProtocolType:
+	case gwv1.HTTPSProtocolType:
+		want, std = b.o.GatewayHTTPSPort, standardHTTPSPort
+	default:
 		return "", p
 	}
-	if p == standardHTTPPort {
+	if want <= 0 {
+		// The frontend is not served (or its port is not known): nothing
+		// to bind.
+		return "", p
+	}
+	if p == std {
 		p = want
 	}
 	addr := b.gwAddrs[nsName{gw.Namespace, gw.Name}].addr
@@ -103,7 +117,7 @@ func (b *builder) httpScope(gw *gwv1.Gateway, p int) (string, int) {
 }
 
 // gatewayTCPPorts notes the ports TCP listeners of our Gateways name:
-// an HTTP listener may not open them.
+// an HTTP or HTTPS listener may not open them.
 func (b *builder) gatewayTCPPorts(gws []*gwv1.Gateway) {
 	for _, gw := range gws {
 		for _, l := range gw.Spec.Listeners {
@@ -245,8 +259,8 @@ func (b *builder) gatewayAddressStatus(gw *gwv1.Gateway, st *GatewayStatus) {
 	}
 }
 
-// gatewayBinds lists the binds the programmed HTTP listeners with a scope
-// need.
+// gatewayBinds lists the binds the programmed HTTP and HTTPS listeners
+// with a scope need.
 func (b *builder) gatewayBinds() {
 	seen := map[string]bool{}
 	for _, ls := range b.gwListeners {
@@ -254,9 +268,10 @@ func (b *builder) gatewayBinds() {
 			continue
 		}
 		seen[ls.scope] = true
-		_, port := b.httpScope(ls.gw, int(ls.l.Port))
+		_, port := b.listenerScope(ls.gw, ls.l.Protocol, int(ls.l.Port))
 		b.d.GatewayBinds = append(b.d.GatewayBinds, GatewayBind{
 			Name: ls.scope, Address: b.gwAddrs[nsName{ls.gw.Namespace, ls.gw.Name}].addr, Port: port,
+			TLS: ls.l.Protocol == gwv1.HTTPSProtocolType,
 		})
 	}
 	slices.SortFunc(b.d.GatewayBinds, func(x, y GatewayBind) int { return cmp.Compare(x.Name, y.Name) })
