@@ -365,8 +365,13 @@ func (c *Config) Validate() error {
 	if pool, err := AddressPool(c.GatewayAddresses); err != nil {
 		bad("gateway-addresses", strconv.Quote(strings.Join(c.GatewayAddresses, ",")), "", err.Error())
 	} else {
-		// The edge's own bind would share the Gateway's socket.
-		for _, a := range []string{c.IPv4BindAddress, c.IPv6BindAddress} {
+		// The edge's own binds (its bind and announce addresses) would
+		// share the Gateway's socket.
+		own := []string{c.IPv4BindAddress, c.IPv6BindAddress}
+		for _, a := range c.BGP.AnnounceAddresses {
+			own = append(own, strings.Split(a, "/")[0])
+		}
+		for _, a := range own {
 			if ip, err := netip.ParseAddr(a); err == nil && slices.Contains(pool, ip.Unmap()) {
 				bad("gateway-addresses", strconv.Quote(strings.Join(c.GatewayAddresses, ",")), ip.String(), "the edge binds it itself")
 			}

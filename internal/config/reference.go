@@ -73,7 +73,7 @@ var notes = map[string]string{
 	"pprof":                         "Profiles reveal the daemon's internals: keep the controller port on loopback.",
 	"gateway-controller":            "Gateway API objects are watched once their CRDs are installed; see [gateway-api.md](gateway-api.md).",
 	"gateway-listener-ports":        "A listener's port opens a port on the edge host; see [gateway-api.md](gateway-api.md#ports-and-addresses).",
-	"gateway-addresses":             "The addresses must reach the edge host (on lo, routed or announced); see [gateway-api.md](gateway-api.md#ports-and-addresses).",
+	"gateway-addresses":             "The addresses must reach the edge host (on lo or an interface, routed to it); see [gateway-api.md](gateway-api.md#ports-and-addresses).",
 }
 
 // intro of the compatibility group, after its title.
