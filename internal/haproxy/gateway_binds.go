@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/haproxytech/client-native/v6/config-parser/params"
+	httpactions "github.com/haproxytech/client-native/v6/config-parser/parsers/http/actions"
 	"github.com/haproxytech/client-native/v6/config-parser/types"
 
 	"github.com/perimeter-ingress/perimeter/internal/model"
@@ -68,6 +69,22 @@ func (r renderer) gatewayBinds(gw []model.GatewayBind, tls bool, opts []params.B
 			ps = append(ps, &params.BindOptionWord{Name: "v6only"})
 		}
 		out = append(out, types.Bind{Path: net.JoinHostPort(b.Address, strconv.Itoa(b.Port)), Params: append(ps, opts...)})
+	}
+	return out
+}
+
+// outsideGatewayBinds keeps the ssl-redirect answers (an Ingress
+// annotation's) off the Gateway binds, whose routes are the Gateway's
+// alone.
+func outsideGatewayBinds(acts []types.Action) []types.Action {
+	out := make([]types.Action, len(acts))
+	for i, a := range acts {
+		if rd, ok := a.(*httpactions.Redirect); ok && rd.Cond == "if" {
+			cp := *rd
+			cp.CondTest += " !{ so_name -m found }"
+			a = &cp
+		}
+		out[i] = a
 	}
 	return out
 }

@@ -414,7 +414,11 @@ func (r renderer) addSSLRedirect(w *cfgWriter, st *state) {
 		return
 	}
 	rules, _ := data.([]types.Action)
-	w.set(parser.Frontends, "http", "http-request", append(slices.Clone(rules), r.sslRedirectActions()...))
+	redirects := r.sslRedirectActions()
+	if slices.ContainsFunc(st.extras.gwBinds, func(b model.GatewayBind) bool { return !b.TLS }) {
+		redirects = outsideGatewayBinds(redirects)
+	}
+	w.set(parser.Frontends, "http", "http-request", append(slices.Clone(rules), redirects...))
 }
 
 // serverTLSOptions are the default-server options of a TLS backend.
