@@ -51,7 +51,39 @@ func ModelOptions(c *config.Config) model.Options {
 		GatewayController:        c.GatewayController,
 		GatewayHTTPPort:          gatewayHTTPPort(c),
 		GatewayHTTPSPort:         gatewayHTTPSPort(c),
+		GatewayListenerPorts:     gatewayListenerPorts(c),
+		GatewayAddresses:         gatewayAddresses(c),
+		ReservedPorts:            reservedPorts(c),
 	}
+}
+
+// gatewayListenerPorts are --gateway-listener-ports, which Validate
+// checked.
+func gatewayListenerPorts(c *config.Config) []model.PortRange {
+	rs, _ := config.PortRanges(c.GatewayListenerPorts)
+	out := make([]model.PortRange, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, model.PortRange{From: r[0], To: r[1]})
+	}
+	return out
+}
+
+// gatewayAddresses are --gateway-addresses, which Validate checked.
+func gatewayAddresses(c *config.Config) []netip.Addr {
+	pool, _ := config.AddressPool(c.GatewayAddresses)
+	return pool
+}
+
+// reservedPorts are the ports HAProxy serves besides the http and https
+// frontends: Gateway listeners may not take them.
+func reservedPorts(c *config.Config) []int {
+	var out []int
+	for _, p := range []int{c.StatsBindPort, c.HealthzBindPort} {
+		if p > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // gatewayHTTPPort is the port Gateway HTTP listeners must name: the http

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,11 @@ type Config struct {
 	DisableConfigSnippets []string
 	// GatewayController is the GatewayClass controllerName served.
 	GatewayController string
+	// GatewayListenerPorts (ports and FROM-TO ranges) may be opened by
+	// Gateway HTTP listeners; GatewayAddresses (addresses, FROM-TO ranges
+	// and CIDRs) are given to Gateways, one each (docs/gateway-api.md).
+	GatewayListenerPorts []string
+	GatewayAddresses     []string
 	// AllowCrossNamespaceHosts lets several namespaces route one host;
 	// TrustForwardedFor keeps a client's X-Forwarded-For (docs/security.md).
 	AllowCrossNamespaceHosts bool
@@ -198,6 +204,8 @@ func (c *Config) FlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs.Var(listFlag{&c.ConfigSnippets}, "config-snippets", "enable config snippets of these kinds: global, backend, frontend, stats (default: none)")
 	fs.Var(listFlag{&c.DisableConfigSnippets}, "disable-config-snippets", "disable config snippets of these kinds even when --config-snippets enables them: all, global, backend, frontend")
 	fs.StringVar(&c.GatewayController, "gateway-controller", "perimeter.io/gateway-controller", "serve the Gateways of the GatewayClasses with this spec.controllerName")
+	fs.Var(listFlag{&c.GatewayListenerPorts}, "gateway-listener-ports", "ports (PORT or FROM-TO) Gateway HTTP listeners may open beyond the http and https ports (default: none)")
+	fs.Var(listFlag{&c.GatewayAddresses}, "gateway-addresses", "addresses (IP, FROM-TO or CIDR) the edge gives Gateways, one each, for HTTP listeners bound on them (default: every Gateway is served on the edge's addresses)")
 	fs.BoolVar(&c.AllowCrossNamespaceHosts, "allow-cross-namespace-hosts", false, "let Ingresses of different namespaces share a host (default: a host belongs to the namespace of its oldest Ingress)")
 	fs.BoolVar(&c.DisableServiceExternalName, "disable-service-external-name", false, "refuse ExternalName Services (their backends get no servers, with an Event) instead of routing to the addresses their DNS name resolves to")
 	fs.StringVar(&c.ExternalNameResolver, "external-name-resolver", "", "DNS server, HOST:PORT, that resolves the names of ExternalName Services (default: the host's resolver configuration)")
@@ -349,6 +357,24 @@ func (c *Config) Validate() error {
 	for _, a := range c.PublishAddresses {
 		if a == "" || strings.ContainsAny(a, " /,") {
 			bad("publish-address", strconv.Quote(a), a, "want an IP address or a host name")
+		}
+	}
+	if _, err := PortRanges(c.GatewayListenerPorts); err != nil {
+		bad("gateway-listener-ports", strconv.Quote(strings.Join(c.GatewayListenerPorts, ",")), "", err.Error())
+	}
+	if pool, err := AddressPool(c.GatewayAddresses); err != nil {
+		bad("gateway-addresses", strconv.Quote(strings.Join(c.GatewayAddresses, ",")), "", err.Error())
+	} else {
+		// The edge's own binds (its bind and announce addresses) would
+		// share the Gateway's socket.
+		own := []string{c.IPv4BindAddress, c.IPv6BindAddress}
+		for _, a := range c.BGP.AnnounceAddresses {
+			own = append(own, strings.Split(a, "/")[0])
+		}
+		for _, a := range own {
+			if ip, err := netip.ParseAddr(a); err == nil && slices.Contains(pool, ip.Unmap()) {
+				bad("gateway-addresses", strconv.Quote(strings.Join(c.GatewayAddresses, ",")), ip.String(), "the edge binds it itself")
+			}
 		}
 	}
 	if c.DisableIPv4 && c.DisableIPv6 {

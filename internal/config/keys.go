@@ -124,7 +124,7 @@ var groups = []struct {
 		"configmap-tcp-services", "configmap-patternfiles", "ingress.class", "empty-ingress-class", "namespace-whitelist", "namespace-blacklist",
 		"default-backend-service", "default-ssl-certificate", "config-snippets", "disable-config-snippets",
 		"allow-cross-namespace-hosts", "disable-service-external-name", "external-name-resolver", "external-name-interval",
-		"cache-resync-period", "gateway-controller"}},
+		"cache-resync-period", "gateway-controller", "gateway-listener-ports", "gateway-addresses"}},
 	{"HAProxy", []string{"program", "config-dir", "runtime-dir", "http-bind-port", "https-bind-port", "ipv4-bind-address",
 		"ipv6-bind-address", "disable-http", "disable-https", "disable-ipv4", "disable-ipv6", "trust-forwarded-for", "sync-period"}},
 	{"Tenant limits", []string{"max-watched-secrets", "max-watched-secrets-per-namespace", "max-config-size"}},

@@ -72,6 +72,8 @@ var notes = map[string]string{
 	"disable-config-snippets":       "The peer's flag: snippets are off here unless --config-snippets enables them.",
 	"pprof":                         "Profiles reveal the daemon's internals: keep the controller port on loopback.",
 	"gateway-controller":            "Gateway API objects are watched once their CRDs are installed; see [gateway-api.md](gateway-api.md).",
+	"gateway-listener-ports":        "A listener's port opens a port on the edge host; see [gateway-api.md](gateway-api.md#ports-and-addresses).",
+	"gateway-addresses":             "The addresses must reach the edge host (on lo or an interface, routed to it); see [gateway-api.md](gateway-api.md#ports-and-addresses).",
 }
 
 // intro of the compatibility group, after its title.

@@ -216,6 +216,8 @@ func otherValue(k Key) (string, bool) {
 		"disable-ipv4":            "true",
 		"ipv4-bind-address":       "127.0.0.1",
 		"ipv6-bind-address":       "::1",
+		"gateway-listener-ports":  "8080-8090",
+		"gateway-addresses":       "198.51.100.81-198.51.100.95",
 		"stats-bind-address":      "127.0.0.2",
 		"controller-bind-address": "127.0.0.3",
 		"bgp-hold-time":           "9s",

@@ -13,6 +13,8 @@ var liveKeys = map[string]func(dst, src *Config){
 	"default-ssl-certificate": func(d, s *Config) { d.DefaultSSLCertificate = s.DefaultSSLCertificate },
 	"config-snippets":         func(d, s *Config) { d.ConfigSnippets = s.ConfigSnippets },
 	"disable-config-snippets": func(d, s *Config) { d.DisableConfigSnippets = s.DisableConfigSnippets },
+	"gateway-listener-ports":  func(d, s *Config) { d.GatewayListenerPorts = s.GatewayListenerPorts },
+	"gateway-addresses":       func(d, s *Config) { d.GatewayAddresses = s.GatewayAddresses },
 	"allow-cross-namespace-hosts": func(d, s *Config) {
 		d.AllowCrossNamespaceHosts = s.AllowCrossNamespaceHosts
 	},

@@ -50,11 +50,15 @@ import (
 )
 
 // The conformance bed's addresses, all inside the edge namespace the test
-// creates: the Gateways' address (HAProxy binds it on ports 80 and 443) and
-// the pool the suite's pods get their addresses from.
+// creates: the edge's address (HAProxy binds it on ports 80 and 443), the
+// addresses it gives Gateways (--gateway-addresses, .81 to .95 of the
+// /28 of the edge's) and the pool the suite's pods get their addresses
+// from.
 var (
-	conformanceGatewayAddr = netip.MustParseAddr("198.51.100.80")
-	conformancePodPool     = netip.MustParsePrefix("198.18.240.0/20")
+	conformanceGatewayAddr  = netip.MustParseAddr("198.51.100.80")
+	conformanceGatewayPool  = netip.MustParsePrefix("198.51.100.80/28")
+	conformancePodPool      = netip.MustParsePrefix("198.18.240.0/20")
+	conformanceGatewayPorts = "8000-8999"
 )
 
 // conformanceFeatures is what Perimeter claims: exactly what it
@@ -121,11 +125,13 @@ var conformanceSubset = []string{
 	"HTTPRouteInvalidNonExistentBackendRef",
 	"HTTPRouteInvalidParentRefNotMatchingSectionName",
 	"HTTPRouteInvalidParentRefSectionNameNotMatchingPort",
+	"HTTPRouteListenerPortMatching",
 	"HTTPRouteInvalidReferenceGrant",
 	"HTTPRouteListenerHostnameMatching",
 	"HTTPRouteMatching",
 	"HTTPRouteMatchingAcrossRoutes",
 	"HTTPRouteMethodMatching",
+	"HTTPRouteMultipleGateways",
 	"HTTPRouteNoBackendRefs",
 	"HTTPRouteObservedGenerationBump",
 	"HTTPRoutePartiallyInvalidViaInvalidReferenceGrant",
@@ -166,11 +172,14 @@ func TestGatewayConformance(t *testing.T) {
 	if err := nl.AddrAdd(lo, &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(conformanceGatewayAddr, 32))}); err != nil {
 		t.Fatal(err)
 	}
-	// Every pod address is local in the edge namespace (AnyIP): HAProxy
-	// connects to the echo servers without links or routes.
-	if err := nl.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: ipNet(conformancePodPool),
-		Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST}); err != nil {
-		t.Fatal(err)
+	// Every pod address and every Gateway address is local in the edge
+	// namespace (AnyIP): HAProxy connects to the echo servers and the
+	// suite's requests reach HAProxy without links or routes.
+	for _, p := range []netip.Prefix{conformancePodPool, conformanceGatewayPool} {
+		if err := nl.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: ipNet(p),
+			Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	forwardInto(t, edge, e.c.Host)
 
@@ -215,6 +224,8 @@ func TestGatewayConformance(t *testing.T) {
 	args := []string{"--gateway-controller=" + controller,
 		"--http-bind-port=80", "--https-bind-port=443",
 		"--ipv4-bind-address=" + addr, "--publish-address=" + addr,
+		"--gateway-addresses=" + conformanceGatewayAddr.Next().String() + "-" + lastAddr(conformanceGatewayPool).String(),
+		"--gateway-listener-ports=" + conformanceGatewayPorts,
 		"--log=info"}
 	for _, ns := range namespaces {
 		args = append(args, "--namespace-whitelist="+ns)
@@ -495,4 +506,13 @@ func (n *nsRoundTripper) CaptureRoundTrip(r roundtripper.Request) (*roundtripper
 	}
 	return captured, &roundtripper.CapturedResponse{StatusCode: resp.StatusCode, ContentLength: resp.ContentLength,
 		Protocol: resp.Proto, Headers: resp.Header}, nil
+}
+
+// lastAddr is the last address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr()
+	for n := a.Next(); n.IsValid() && p.Contains(n); n = n.Next() {
+		a = n
+	}
+	return a
 }

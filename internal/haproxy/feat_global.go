@@ -27,6 +27,9 @@ type extras struct {
 	// wildcardDepths are the label counts of the Gateway API wildcard
 	// suffixes, one lookup tier each (gatewayWildcardActions).
 	wildcardDepths []int
+	// gwBinds are the http frontend's binds for Gateway listeners
+	// (gateway_binds.go).
+	gwBinds []model.GatewayBind
 }
 
 // key identifies e for the render cache and the reload decision. It prints

@@ -59,6 +59,7 @@ func featureExtras(want *model.Desired, st *state, cs captureSize, reject func(s
 		}
 	}
 	e.captures, e.captureLen = cs.n, cs.length
+	e.gwBinds = gatewayBinds(want.GatewayBinds, reject)
 	return e
 }
 

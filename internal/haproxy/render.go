@@ -41,11 +41,16 @@ type renderer struct {
 	certsDir   string
 	// trustForwardedFor keeps a client's X-Forwarded-For (Options).
 	trustForwardedFor bool
+	// bindAddrs are the Options that say where the edge listens
+	// (bindsFor), for the Gateway binds on the edge's addresses.
+	bindAddrs Options
 }
 
 func newRenderer(o Options, p paths, v Version) renderer {
 	r := renderer{adminSock: p.adminSock, mapsDir: p.mapsDir, promex: v.Features["PROMEX"], tcpHosts: tcpHosts(o),
-		trustForwardedFor: o.TrustForwardedFor}
+		trustForwardedFor: o.TrustForwardedFor,
+		bindAddrs: Options{IPv4BindAddress: o.IPv4BindAddress, IPv6BindAddress: o.IPv6BindAddress, DisableIPv4: o.DisableIPv4,
+			DisableIPv6: o.DisableIPv6, AnnounceAddresses: o.AnnounceAddresses}}
 	r.httpsBinds, r.certsDir = tlsBinds(o), filepath.Join(o.ConfigDir, certsDirName)
 	if !o.DisableHTTP {
 		r.httpBinds = bindsFor(o, o.HTTPBindPort)
@@ -113,7 +118,7 @@ func (r renderer) renderHead(st *state) (string, error) {
 	r.tlsGlobal(w, st)
 	r.defaults(w, st.global)
 	if len(r.httpBinds) > 0 {
-		r.httpFrontend(w, st.defaultBackend, st.extras.routeACLs, st.extras.wildcardDepths)
+		r.httpFrontend(w, st.defaultBackend, st.extras.routeACLs, st.extras.wildcardDepths, st.extras.gwBinds)
 		r.keepAliveAcrossReloads(w, "http")
 		r.acceptProxy(w, "http", st.global.ProxyProtocol)
 		r.addSSLRedirect(w, st)
@@ -352,14 +357,21 @@ func (r renderer) requestHygiene(proto string) []types.Action {
 // host+path prefix, the same with the first host label replaced by "*",
 // the same with the Gateway API wildcards of more labels, then the path
 // alone, then the default backend.
-func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string, acls []model.RouteACL, wildcardDepths []int) {
+func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string, acls []model.RouteACL, wildcardDepths []int, gw []model.GatewayBind) {
 	const fe = "http"
 	w.section(parser.Frontends, fe)
-	w.set(parser.Frontends, fe, "bind", slices.Clone(r.httpBinds))
-	w.set(parser.Frontends, fe, "http-request", append(r.requestHygiene("http"), r.routingActions(wildcardDepths)...))
-	w.set(parser.Frontends, fe, "use_backend", append(routeACLUseBackends(acls), types.UseBackend{
+	gwBinds := r.gatewayBinds(gw, false, nil)
+	w.set(parser.Frontends, fe, "bind", append(slices.Clone(r.httpBinds), gwBinds...))
+	w.set(parser.Frontends, fe, "http-request", append(r.requestHygiene("http"), r.routingActions(wildcardDepths, len(gwBinds) > 0)...))
+	use := append(routeACLUseBackends(acls), types.UseBackend{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
-	}))
+	})
+	if len(gwBinds) > 0 {
+		// A Gateway listener answers what its routes do not match with
+		// 404, as the Gateway API asks, never with an Ingress default.
+		use = append(use, types.UseBackend{Name: builtin404, Cond: "if", CondTest: "{ so_name -m found }"})
+	}
+	w.set(parser.Frontends, fe, "use_backend", use)
 	if defaultBackend == "" {
 		defaultBackend = builtin404
 	}

@@ -258,7 +258,12 @@ func cmpOr(v, dflt string) string {
 // within its owner's namespace: the wildcard tier only when the wildcard
 // has the same owner, and the owner's own host-less rules ("@ns/path"
 // keys) instead of everyone's.
-func (r renderer) routingActions(wildcardDepths []int) []types.Action {
+//
+// With scoped set, the frontend has Gateway binds (gateway_binds.go): the
+// name of the bind a request came in on goes between host and path in
+// every lookup key, the Gateway wildcard tiers' keys included (they are
+// built from txn.path too).
+func (r renderer) routingActions(wildcardDepths []int, scoped bool) []types.Action {
 	exact, prefix, owners := r.mapPath(model.MapExact), r.mapPath(model.MapPrefix), r.mapPath(model.MapHostOwner)
 	notFound := "!{ var(txn.backend) -m found }"
 	unowned := notFound + " !{ var(txn.owner) -m found }"
@@ -270,8 +275,11 @@ func (r renderer) routingActions(wildcardDepths []int) []types.Action {
 		// A trailing dot names the same host (FQDN form).
 		setVar("host", "req.hdr(host),field(1,:),lower,regsub([.]$,)", ""),
 		setVar("path", "path", ""),
-		setVar("hostpath", "var(txn.host),concat(,txn.path)", ""),
 	}
+	if scoped {
+		out = append(out, setVar("path", "so_name,concat(,txn.path)", "{ so_name -m found }"))
+	}
+	out = append(out, setVar("hostpath", "var(txn.host),concat(,txn.path)", ""))
 	out = append(out, r.routeACLActions("hostpath", "")...)
 	out = append(out,
 		setVar("backend", "var(txn.hostpath),map_str("+exact+")", ""),
@@ -368,6 +376,8 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 	for i, b := range addrs {
 		binds[i] = types.Bind{Path: b.Path, Params: append(slices.Clone(b.Params), opts...)}
 	}
+	gwBinds := r.gatewayBinds(st.extras.gwBinds, true, opts)
+	binds = append(binds, gwBinds...)
 	w.section(parser.Frontends, fe)
 	w.set(parser.Frontends, fe, "bind", binds)
 	var rules []types.Action
@@ -381,11 +391,15 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 		rules = append(rules, &httpactions.Deny{Cond: "if", CondTest: "{ ssl_c_used } !{ ssl_c_verify 0 }"})
 	}
 	rules = append(rules, r.requestHygiene("https")...)
-	rules = append(rules, r.routingActions(st.extras.wildcardDepths)...)
+	rules = append(rules, r.routingActions(st.extras.wildcardDepths, len(gwBinds) > 0)...)
 	w.set(parser.Frontends, fe, "http-request", rules)
-	w.set(parser.Frontends, fe, "use_backend", append(routeACLUseBackends(st.extras.routeACLs), types.UseBackend{
+	use := append(routeACLUseBackends(st.extras.routeACLs), types.UseBackend{
 		Name: "%[var(txn.backend)]", Cond: "if", CondTest: "{ var(txn.backend) -m found }",
-	}))
+	})
+	if len(gwBinds) > 0 {
+		use = append(use, types.UseBackend{Name: builtin404, Cond: "if", CondTest: "{ so_name -m found }"})
+	}
+	w.set(parser.Frontends, fe, "use_backend", use)
 	def := st.defaultBackend
 	if def == "" {
 		def = builtin404
@@ -404,7 +418,11 @@ func (r renderer) addSSLRedirect(w *cfgWriter, st *state) {
 		return
 	}
 	rules, _ := data.([]types.Action)
-	w.set(parser.Frontends, "http", "http-request", append(slices.Clone(rules), r.sslRedirectActions()...))
+	redirects := r.sslRedirectActions()
+	if slices.ContainsFunc(st.extras.gwBinds, func(b model.GatewayBind) bool { return !b.TLS }) {
+		redirects = outsideGatewayBinds(redirects)
+	}
+	w.set(parser.Frontends, "http", "http-request", append(slices.Clone(rules), redirects...))
 }
 
 // serverTLSOptions are the default-server options of a TLS backend.

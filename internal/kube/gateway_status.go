@@ -51,11 +51,15 @@ func (s *StatusWriter) syncGatewayAPI(ctx context.Context) {
 			s.log.Warn("gatewayclass status", "name", c.Name, "err", err)
 		}
 	}
-	addrs := s.gatewayAddresses()
+	published := s.gatewayAddresses()
 	for _, g := range want.Gateways {
 		o, _ := s.w.gatewayObject("Gateway", g.Namespace, g.Name).(*gwv1.Gateway)
 		if o == nil {
 			continue
+		}
+		addrs := published
+		if g.OwnAddress {
+			addrs = ownAddress(g.Address)
 		}
 		conds, changed := mergeConditions(o.Status.Conditions, g.Conditions, now)
 		listeners := make([]gwv1.ListenerStatus, 0, len(g.Listeners))
@@ -86,6 +90,15 @@ func (s *StatusWriter) syncGatewayAPI(ctx context.Context) {
 		}
 	}
 	s.syncGatewayRoutes(ctx, want, now)
+}
+
+// ownAddress is a Gateway's own address in status form (none when "").
+func ownAddress(a string) []gwv1.GatewayStatusAddress {
+	if a == "" {
+		return nil
+	}
+	t := gwv1.IPAddressType
+	return []gwv1.GatewayStatusAddress{{Type: &t, Value: a}}
 }
 
 // gatewayAddresses are the published addresses in Gateway status form.

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Problem reasons.
@@ -164,6 +165,12 @@ type builder struct {
 	nsLabels    map[string]map[string]string
 	gwTLS       *tlsBuilder
 	gwListeners []*listenerState
+	// gwAddrs are the Gateways' own addresses, gwTCPPorts the ports of
+	// TCP listeners with a Gateway naming each (gateway_ports.go).
+	gwAddrs    map[nsName]gwAddress
+	gwTCPPorts map[int]string
+	// gwSockets are the protocols of the Gateway binds, by scope.
+	gwSockets map[string]gwv1.ProtocolType
 	// gwTCP are the TCP listener ports' backends (gateway_l4.go).
 	gwTCP map[int]gwTCPPort
 	// sel is the class selector of servedIngresses.
@@ -548,10 +555,12 @@ func (b *builder) ownerMaps(exact, prefix map[string]string) {
 	}
 	b.d.Maps[MapHostOwner] = owners
 	for _, r := range b.d.Routes {
-		if r.Host != "" {
+		// A scoped host-less route ("@<scope>") is looked up with its
+		// scope after the owner: "@<namespace>@<scope>/path".
+		if host, _ := splitScope(r.Host); host != "" {
 			continue
 		}
-		key := "@" + r.Ingress.Namespace + r.Path
+		key := "@" + r.Ingress.Namespace + r.Host + r.Path
 		switch {
 		case r.PathType == PathExact:
 			exact[key] = r.Backend

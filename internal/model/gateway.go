@@ -57,12 +57,16 @@ type ClassStatus struct {
 	Conditions []metav1.Condition
 }
 
-// GatewayStatus is a Gateway's wanted conditions and listener status;
-// addresses are the daemon's, added by the writer.
+// GatewayStatus is a Gateway's wanted conditions and listener status.
+// With OwnAddress (--gateway-addresses), Address is the Gateway's own
+// address, empty when it got none; without, the writer puts the edge's
+// published addresses.
 type GatewayStatus struct {
 	Namespace, Name string
 	Conditions      []metav1.Condition
 	Listeners       []gwv1.ListenerStatus
+	OwnAddress      bool
+	Address         string
 }
 
 // RouteStatus is a route's wanted parent status for our Gateways.
@@ -94,6 +98,13 @@ type listenerState struct {
 	// no hostname (gateway_listeners.go).
 	certs []*Certificate
 	hosts []string
+	// scope names the socket serving the listener's routes: empty for the
+	// http frontend's own port on the edge's addresses, else the name of
+	// a Gateway bind, the suffix of the host part of its routes' map keys
+	// (gateway_ports.go).
+	scope string
+	// noAddress: the Gateway got no address of --gateway-addresses.
+	noAddress bool
 }
 
 func httpRouteRef(r *gwv1.HTTPRoute) ObjectRef {
@@ -135,11 +146,20 @@ func (b *builder) gatewayAPI() {
 	if len(ours) == 0 {
 		return
 	}
-	listeners := map[nsName][]*listenerState{}
+	var gws []*gwv1.Gateway
 	for _, gw := range s.Gateways {
 		if gw == nil || ours[string(gw.Spec.GatewayClassName)] == nil || !namespaceAllowed(gw.Namespace, b.o) {
 			continue
 		}
+		gws = append(gws, gw)
+	}
+	// The oldest Gateway wins a socket another one would use for
+	// another protocol.
+	slices.SortStableFunc(gws, func(x, y *gwv1.Gateway) int { return olderMeta(&x.ObjectMeta, &y.ObjectMeta) })
+	b.gatewayTCPPorts(gws)
+	b.assignGatewayAddresses(gws)
+	listeners := map[nsName][]*listenerState{}
+	for _, gw := range gws {
 		ls := b.gatewayListeners(gw)
 		listeners[nsName{gw.Namespace, gw.Name}] = ls
 		b.gwListeners = append(b.gwListeners, ls...)
@@ -168,8 +188,11 @@ func (b *builder) gatewayAPI() {
 		if !ok {
 			continue
 		}
-		st.Gateways = append(st.Gateways, gatewayStatus(gw, ls))
+		gs := gatewayStatus(gw, ls)
+		b.gatewayAddressStatus(gw, &gs)
+		st.Gateways = append(st.Gateways, gs)
 	}
+	b.gatewayBinds()
 	slices.SortFunc(st.Classes, func(x, y ClassStatus) int { return cmp.Compare(x.Name, y.Name) })
 	slices.SortFunc(st.Gateways, func(x, y GatewayStatus) int {
 		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
@@ -213,7 +236,9 @@ func gatewayStatus(gw *gwv1.Gateway, ls []*listenerState) GatewayStatus {
 	valid := 0
 	out := GatewayStatus{Namespace: gw.Namespace, Name: gw.Name}
 	for _, l := range ls {
-		if l.programmed() {
+		// A listener of a Gateway without an address is valid: the
+		// Gateway's conditions say what is missing (gateway_ports.go).
+		if l.valid && !l.unresolved {
 			valid++
 		}
 		out.Listeners = append(out.Listeners, *l.status)
@@ -304,7 +329,7 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 			// (and counts them) without serving them.
 			if l.programmed() {
 				for _, h := range lh {
-					hosts[h] = true
+					hosts[h+l.scope] = true
 				}
 				l.hosts = append(l.hosts, lh...)
 			}
@@ -604,7 +629,8 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 			b.problem(ref, ReasonInvalidPath, "rules[%d] path %q: %v; the match is ignored", i, shortPath(raw), err)
 			continue
 		}
-		for _, host := range hosts {
+		for _, scoped := range hosts {
+			host, _ := splitScope(scoped)
 			if host != "" {
 				if err := checkHost(host); err != nil {
 					b.problem(ref, ReasonInvalidHost, "hostname %q: %v; it is ignored", host, err)
@@ -615,7 +641,10 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 					continue
 				}
 			}
-			key := routeKey{host, path, typ}
+			// The scope joins the host in the key: a route of a listener
+			// with a scope is another key than the same host and path on
+			// the http port, and never an Ingress's.
+			key := routeKey{scoped, path, typ}
 			if rm != nil {
 				b.condRouteClaim(r, i, mi, key, rm, refs, http)
 				continue
@@ -640,7 +669,7 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 				continue
 			}
 			st := b.ruleBackend(r, i, -1, refs, http)
-			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: host, Path: path, PathType: typ, Backend: st.name})
+			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: scoped, Path: path, PathType: typ, Backend: st.name})
 		}
 	}
 }
@@ -667,6 +696,9 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 	}
 	for _, gw := range g.Gateways {
 		fmt.Fprintf(w, "  Gateway %s/%s\n", gw.Namespace, gw.Name)
+		if gw.Address != "" {
+			fmt.Fprintf(w, "    address %s\n", gw.Address)
+		}
 		conds("    ", gw.Conditions)
 		for _, l := range gw.Listeners {
 			var kinds []string
@@ -676,6 +708,16 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 			fmt.Fprintf(w, "    listener %s attachedRoutes=%d kinds=%s\n", l.Name, l.AttachedRoutes, strings.Join(kinds, ","))
 			conds("      ", l.Conditions)
 		}
+	}
+	for _, gb := range d.GatewayBinds {
+		fmt.Fprintf(w, "  bind %s port %d", gb.Name, gb.Port)
+		if gb.Address != "" {
+			fmt.Fprintf(w, " address %s", gb.Address)
+		}
+		if gb.TLS {
+			w.WriteString(" tls")
+		}
+		w.WriteString("\n")
 	}
 	dumpRouteMatches(w, d)
 	for _, x := range []struct {

@@ -59,7 +59,7 @@ func (l *listenerState) allows(b *builder, ns string) bool {
 }
 
 // programmed reports whether HAProxy serves the listener's routes.
-func (l *listenerState) programmed() bool { return l.valid && !l.unresolved }
+func (l *listenerState) programmed() bool { return l.valid && !l.unresolved && !l.noAddress }
 
 // supports reports whether the listener takes routes of kind k.
 func (l *listenerState) supports(k gwv1.Kind) bool {
@@ -86,7 +86,9 @@ func (b *builder) listenerPort(l *gwv1.Listener) (bool, string) {
 	case gwv1.HTTPProtocolType:
 		want := b.o.GatewayHTTPPort
 		if want != 0 && port != want && port != standardHTTPPort {
-			return false, fmt.Sprintf("HTTP is served on port %s", portsText(want, standardHTTPPort))
+			if msg := b.portProblem(l.Protocol, port); msg != "" {
+				return false, msg
+			}
 		}
 	case gwv1.HTTPSProtocolType, gwv1.TLSProtocolType:
 		want := b.o.GatewayHTTPSPort
@@ -94,7 +96,12 @@ func (b *builder) listenerPort(l *gwv1.Listener) (bool, string) {
 			return false, "HTTPS is not served by this edge"
 		}
 		if want != 0 && port != want && port != standardHTTPSPort {
-			return false, fmt.Sprintf("%s is served on port %s", l.Protocol, portsText(want, standardHTTPSPort))
+			if l.Protocol == gwv1.TLSProtocolType {
+				return false, fmt.Sprintf("%s is served on port %s", l.Protocol, portsText(want, standardHTTPSPort))
+			}
+			if msg := b.portProblem(l.Protocol, port); msg != "" {
+				return false, msg
+			}
 		}
 	case gwv1.TCPProtocolType:
 		for _, p := range []int{b.o.GatewayHTTPPort, b.o.GatewayHTTPSPort} {
@@ -121,16 +128,16 @@ func portsText(bind, standard int) string {
 // listenerConflictKey groups listeners that one HAProxy frontend would
 // have to tell apart: by hostname on the http frontend and on the TLS
 // port (SNI), by port for TCP.
-func listenerConflictKey(l *gwv1.Listener) string {
+func listenerConflictKey(l *gwv1.Listener, scope string) string {
 	host := ""
 	if l.Hostname != nil {
 		host = strings.ToLower(string(*l.Hostname))
 	}
 	switch l.Protocol {
 	case gwv1.HTTPProtocolType:
-		return "http|" + host
+		return "http|" + scope + "|" + host
 	case gwv1.HTTPSProtocolType, gwv1.TLSProtocolType:
-		return "tls|" + host
+		return "tls|" + scope + "|" + host
 	}
 	return fmt.Sprintf("tcp|%d", l.Port)
 }
@@ -160,10 +167,21 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 		if l.Hostname != nil && l.Protocol != gwv1.TCPProtocolType {
 			ls.hostname = strings.ToLower(string(*l.Hostname))
 		}
+		if ls.valid {
+			ls.scope, _ = b.listenerScope(gw, l.Protocol, int(l.Port))
+		}
+		if ga, ok := b.gwAddrs[nsName{gw.Namespace, gw.Name}]; ok && ga.addr == "" {
+			ls.noAddress = true
+		}
 		// Only listeners HAProxy could serve can conflict.
 		if ls.valid {
-			key := listenerConflictKey(l)
-			if first, dup := seen[key]; dup {
+			key := listenerConflictKey(l, ls.scope)
+			if other, taken := b.gwSockets[ls.scope]; taken && ls.scope != "" && other != l.Protocol {
+				// One socket cannot speak HTTP and HTTPS.
+				ls.valid = false
+				conflicted = cond(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonProtocolConflict),
+					fmt.Sprintf("%s is served there by an %s listener", ls.scope[1:], other), gen)
+			} else if first, dup := seen[key]; dup {
 				ls.valid = false
 				reason, what := gwv1.ListenerReasonHostnameConflict, "hostname"
 				if l.Protocol == gwv1.TCPProtocolType {
@@ -173,6 +191,12 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 					fmt.Sprintf("listener %s serves the same %s", first, what), gen)
 			} else {
 				seen[key] = string(l.Name)
+				if ls.scope != "" {
+					if b.gwSockets == nil {
+						b.gwSockets = map[string]gwv1.ProtocolType{}
+					}
+					b.gwSockets[ls.scope] = l.Protocol
+				}
 			}
 		}
 		for _, k := range kinds {

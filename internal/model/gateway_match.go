@@ -248,8 +248,8 @@ func (b *builder) condRouteFor(ref ObjectRef, host, path string, typ PathType, m
 // keyHosts are the host parts of the lookup keys of a route's host.
 func (b *builder) keyHosts(r Route) []string {
 	hosts := []string{r.Host}
-	if r.Host == "" && !b.o.AllowCrossNamespaceHosts {
-		hosts = append(hosts, "@"+r.Ingress.Namespace)
+	if host, scope := splitScope(r.Host); host == "" && !b.o.AllowCrossNamespaceHosts {
+		hosts = append(hosts, "@"+r.Ingress.Namespace+scope)
 	}
 	return hosts
 }
@@ -343,8 +343,10 @@ func (b *builder) condRouteClaim(r *gwv1.HTTPRoute, i, mi int, key routeKey, rm 
 		b.gwCondClaims, b.gwMatches = map[string]ObjectRef{}, map[string]*RequestMatch{}
 	}
 	b.gwCondClaims[sig] = ref
-	if _, ok := b.hostOwners[key.host]; !ok && key.host != "" {
-		b.hostOwners[key.host] = r.Namespace
+	if host, _ := splitScope(key.host); host != "" {
+		if _, ok := b.hostOwners[host]; !ok {
+			b.hostOwners[host] = r.Namespace
+		}
 	}
 	st := b.ruleBackend(r, i, mi, refs, http)
 	b.gwMatches[st.name] = rm

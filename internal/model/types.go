@@ -118,7 +118,20 @@ type Options struct {
 	// listeners must name it (or 443); 0 accepts any port, -1 means
 	// HTTPS is not served.
 	GatewayHTTPSPort int
+	// GatewayListenerPorts are the ports beyond the http and https ports
+	// that Gateway HTTP listeners may open (gateway_ports.go); none by
+	// default, since a listener's port opens a port on the edge host.
+	GatewayListenerPorts []PortRange
+	// GatewayAddresses are the addresses the edge gives Gateways, one
+	// each; none means every Gateway is served on the edge's address.
+	GatewayAddresses []netip.Addr
+	// ReservedPorts are ports the edge serves otherwise (statistics,
+	// health): no Gateway listener may take them.
+	ReservedPorts []int
 }
+
+// PortRange is the ports From to To, both included.
+type PortRange struct{ From, To int }
 
 // Controller is the IngressClass spec.controller prefix we answer to,
 // compatible with the HAProxy Kubernetes Ingress Controller.
@@ -186,6 +199,9 @@ type Desired struct {
 	TCPServices []TCPService
 	// GatewayAPI is the status of the served Gateway API objects.
 	GatewayAPI GatewayAPIStatus
+	// GatewayBinds are the HTTP listening sockets Gateways add to the
+	// http frontend, sorted by Name (gateway_ports.go).
+	GatewayBinds []GatewayBind
 
 	// inc is what UpdateIngresses needs to apply a change of Ingresses
 	// without a full Build (incremental.go); nil when it cannot.
