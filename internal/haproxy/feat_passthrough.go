@@ -81,6 +81,7 @@ func (r renderer) passthroughSections(st *state, logging bool) string {
 	b.WriteString("  tcp-request content set-var(sess.sni) req.ssl_sni,lower if { req.ssl_hello_type 1 }\n")
 	fmt.Fprintf(&b, "  tcp-request content set-var(sess.passthrough) var(sess.sni),map_str(%s) if { var(sess.sni) -m found }\n", m)
 	fmt.Fprintf(&b, "  tcp-request content set-var(sess.passthrough) var(sess.sni),regsub(^[^.]*,*),map_str(%s) if { var(sess.sni) -m found } !%s\n", m, found)
+	fmt.Fprintf(&b, "  tcp-request content reject if { var(sess.passthrough) -m str %s }\n", model.PassthroughReject)
 	fmt.Fprintf(&b, "  use_backend %%[var(sess.passthrough)] if %s\n", found)
 	fmt.Fprintf(&b, "  default_backend %s\n", offloadBackend)
 	fmt.Fprintf(&b, "\nbackend %s from %s\n  mode tcp\n", offloadBackend, defaultsName)
