@@ -77,6 +77,8 @@ var conformanceFeatures = []features.FeatureName{
 	features.SupportHTTPRoute308RedirectStatusCode,
 	features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteBackendProtocolH2C,
+	features.SupportTLSRoute,
+	features.SupportTCPRoute,
 }
 
 // conformanceSkips are the suite's tests this bed cannot run, with why.
@@ -84,7 +86,8 @@ var conformanceFeatures = []features.FeatureName{
 var conformanceSkips = map[string]string{}
 
 // conformanceSubset is what `make test` runs: every test of the suite
-// Perimeter passes (core and extended GATEWAY-HTTP), in about 70 seconds.
+// Perimeter passes (GATEWAY-HTTP core and extended, GATEWAY-TLS and
+// GATEWAY-TCP core), in about 90 seconds.
 // The full suite runs with PERIMETER_CONFORMANCE=full (`make conformance`).
 var conformanceSubset = []string{
 	"GatewayClassObservedGenerationBump",
@@ -133,6 +136,20 @@ var conformanceSubset = []string{
 	"HTTPRouteServiceTypes",
 	"HTTPRouteSimpleSameNamespace",
 	"HTTPRouteWeight",
+	"TCPRouteInvalidBackendRefNonexistent",
+	"TCPRouteInvalidCrossNamespaceBackendRef",
+	"TCPRouteMultipleRoutesAttachment",
+	"TCPRouteParentRefAttachAll",
+	"TCPRouteParentRefPortAndSectionName",
+	"TCPRouteReferenceGrant",
+	"TLSRouteInvalidBackendRefNonexistent",
+	"TLSRouteInvalidBackendRefUnknownKind",
+	"TLSRouteInvalidNoMatchingListener",
+	"TLSRouteInvalidNoMatchingListenerHostname",
+	"TLSRouteInvalidReferenceGrant",
+	"TLSRouteListenerPassthroughSupportedKinds",
+	"TLSRouteListenerTerminateNotSupported",
+	"TLSRouteSimpleSameNamespace",
 }
 
 // TestGatewayConformance runs the Gateway API conformance suite
@@ -163,8 +180,10 @@ func TestGatewayConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	forwardInto(t, edge, e.c.Host)
+	routeGatewayFromRoot(t, edge)
 
 	pods := &echo.Pods{}
+	streams := startEchoStreams(t, edge, e.c.Admin, pods, echo.Handler(pods, echoPlainPort))
 	for _, s := range []struct {
 		port int
 		h2c  bool
@@ -175,6 +194,9 @@ func TestGatewayConformance(t *testing.T) {
 			return err
 		}); err != nil {
 			t.Fatal(err)
+		}
+		if s.port == echoPlainPort {
+			ln = streams.plain(ln)
 		}
 		srv := echo.NewServer(echo.Handler(pods, s.port), s.h2c)
 		go func() { _ = srv.Serve(ln) }()
@@ -344,7 +366,8 @@ func conformanceOptions(t *testing.T, e *env, class string, dial func(context.Co
 				Version:      version,
 				Contact:      []string{"https://github.com/perimeter-ingress/perimeter/issues"},
 			},
-			ConformanceProfiles: []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
+			ConformanceProfiles: []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName,
+				suite.GatewayTLSConformanceProfileName, suite.GatewayTCPConformanceProfileName},
 		},
 		Client:        c,
 		ClientOptions: clientOptions,
