@@ -126,23 +126,25 @@ func (s *echoStreams) plain(ln net.Listener) net.Listener {
 
 // serveTLS answers a connection to 8443 as the pod it reached would: TLS
 // with its certificate, then the TCP or the HTTP echo. A pod that serves
-// no TLS drops it, as a closed port would refuse it.
+// no TLS (or whose Secret is missing) closes it, as a pod without the
+// port would refuse it.
 func (s *echoStreams) serveTLS(c net.Conn) {
 	pod, spec, err := s.podSpec(c)
-	if err == nil {
-		var cert tls.Certificate
-		if cert, err = s.certificate(spec); err == nil {
-			tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-			if pod.tcpEcho() {
-				_ = echo.ServeTCP(tc, pod.context(spec))
-			} else {
-				s.https.put(tc)
-			}
-			return
-		}
+	if err != nil {
+		c.Close()
+		return
 	}
-	s.t.Logf("echo bed: TLS connection to %s: %v", c.LocalAddr(), err)
-	c.Close()
+	cert, err := s.certificate(spec)
+	if err != nil {
+		c.Close()
+		return
+	}
+	tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if pod.tcpEcho() {
+		_ = echo.ServeTCP(tc, pod.context(spec))
+		return
+	}
+	s.https.put(tc)
 }
 
 // echoPod is a pod's echo-basic container, as its environment configures

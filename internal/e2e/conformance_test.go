@@ -87,7 +87,7 @@ var conformanceSkips = map[string]string{}
 
 // conformanceSubset is what `make test` runs: every test of the suite
 // Perimeter passes (GATEWAY-HTTP core and extended, GATEWAY-TLS and
-// GATEWAY-TCP core), in about 90 seconds.
+// GATEWAY-TCP core), in about 100 seconds.
 // The full suite runs with PERIMETER_CONFORMANCE=full (`make conformance`).
 var conformanceSubset = []string{
 	"GatewayClassObservedGenerationBump",

@@ -11,9 +11,6 @@ import (
 	"sigs.k8s.io/gateway-api/conformance/echo-basic/tcpserver"
 )
 
-// Lookup says which pod answers on addr.
-func (p *Pods) Lookup(addr netip.Addr) (Pod, bool) { return p.lookup(addr) }
-
 // PodOf is the pod a connection reached, by its local address.
 func (p *Pods) PodOf(c net.Conn) (Pod, bool) {
 	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
