@@ -14,10 +14,6 @@ import (
 	"github.com/perimeter-ingress/perimeter/internal/testenv/echo"
 )
 
-// conformanceGRPCPort is where the suite's grpc-infra-backend pods serve
-// gRPC: the port its HTTP echo pods serve HTTP/1.1 on.
-const conformanceGRPCPort = 3000
-
 // grpcBesideHTTP serves the suite's gRPC echo service on ln beside the
 // HTTP echo server, which gets the listener returned: one echo server
 // stands in for the suite's HTTP and gRPC pods alike, and connections

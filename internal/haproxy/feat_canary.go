@@ -31,6 +31,9 @@ func mapValueOK(st *state, name, v string) bool {
 	case model.MapRouteACLExact, model.MapRouteACLPrefix:
 		return routeACLValueOK(st, v)
 	case model.MapSSLPassthrough:
+		if v == model.PassthroughReject {
+			return true
+		}
 		// The ssl frontend is mode tcp: it can use mode tcp backends only.
 		b := st.backends[v]
 		return b != nil && b.spec.TCP

@@ -87,6 +87,7 @@ func (r renderer) passthroughSections(st *state, logging bool) string {
 		fmt.Fprintf(&b, "  tcp-request content set-var(sess.passthrough) var(sess.sni),regsub(^[^.]*,*),field(-1,.,%d),map_str(%s),map_str(%s) if { var(sess.sni) -m found } !%s\n",
 			n, r.mapPath(model.MapGatewayWildcard), m, found)
 	}
+	fmt.Fprintf(&b, "  tcp-request content reject if { var(sess.passthrough) -m str %s }\n", model.PassthroughReject)
 	fmt.Fprintf(&b, "  use_backend %%[var(sess.passthrough)] if %s\n", found)
 	fmt.Fprintf(&b, "  default_backend %s\n", offloadBackend)
 	fmt.Fprintf(&b, "\nbackend %s from %s\n  mode tcp\n", offloadBackend, defaultsName)

@@ -20,6 +20,12 @@ import (
 // wildcard rule) to its passthrough backend.
 const MapSSLPassthrough = "ssl-passthrough"
 
+// PassthroughReject is the MapSSLPassthrough value that closes the
+// connection: the hosts of a TLSRoute whose backend cannot be resolved,
+// which the Gateway API wants refused rather than handed to the
+// terminating frontend. Upper case, so no backend name can be it.
+const PassthroughReject = "REJECT"
+
 // PassthroughSuffix ends the name of the mode tcp backend of a Service
 // port that is passed through: "<namespace>_<service>_<port>" + suffix. The
 // four '_'-separated parts cannot collide with an HTTP backend's three.

@@ -168,8 +168,11 @@ func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, cont
 			}
 		case rr != nil:
 			resolved = *rr
+			if r.kind == "TLSRoute" {
+				b.tlsRouteHosts(r, nil, hosts)
+			}
 		case r.kind == "TLSRoute":
-			b.tlsRouteHosts(r, be, hosts)
+			b.tlsRouteHosts(r, &be, hosts)
 		default:
 			b.tcpRoutePorts(r, be, matched)
 		}
@@ -221,9 +224,14 @@ func (b *builder) l4Backend(r l4Route) (be routeRef, rr *metav1.Condition, why s
 }
 
 // tlsRouteHosts passes hosts through to the route's backend, where no
-// Ingress and no older route does already.
-func (b *builder) tlsRouteHosts(r l4Route, be routeRef, hosts []string) {
+// Ingress and no older route does already; with no backend (be nil: its
+// backendRef does not resolve) their connections are refused.
+func (b *builder) tlsRouteHosts(r l4Route, be *routeRef, hosts []string) {
 	ref := r.ref()
+	base := PassthroughReject
+	if be != nil {
+		base = be.base + PassthroughSuffix
+	}
 	slices.Sort(hosts)
 	for _, host := range slices.Compact(hosts) {
 		if err := checkHost(host); err != nil {
@@ -235,7 +243,7 @@ func (b *builder) tlsRouteHosts(r l4Route, be routeRef, hosts []string) {
 			continue
 		}
 		if c, taken := b.passthroughHosts[host]; taken {
-			if c.base != be.base+PassthroughSuffix {
+			if c.base != base {
 				b.problem(ref, ReasonRuleConflict, "host %q is passed through to %s by %s already; this route is not used for it", host, c.backend, c.owner())
 			}
 			continue
@@ -245,6 +253,10 @@ func (b *builder) tlsRouteHosts(r l4Route, be routeRef, hosts []string) {
 		}
 		if _, ok := b.hostOwners[host]; !ok {
 			b.hostOwners[host] = ref.Namespace
+		}
+		if be == nil {
+			b.passthroughHosts[host] = passthroughClaim{claim: claim{backend: PassthroughReject}, base: base, route: ref}
+			continue
 		}
 		st := b.useBackend(be.base+PassthroughSuffix, be.ns, be.svc, networkingv1.ServiceBackendPort{Number: be.port}, nil)
 		st.passthrough = true

@@ -248,6 +248,9 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 				if c.Type == string(gwv1.ListenerConditionAccepted) {
 					accepted = *c
 					ls.valid = false
+					// A TLS mode Perimeter does not serve takes no route
+					// kind: the suite checks supportedKinds is empty.
+					ls.status.SupportedKinds = nil
 				} else {
 					resolved = *c
 					ls.unresolved = true
