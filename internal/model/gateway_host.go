@@ -33,16 +33,20 @@ func (b *builder) gatewayWildcards() {
 	users := map[string][]ObjectRef{}
 	for _, rs := range [][]Route{b.d.Routes, b.d.CondRoutes} {
 		for _, r := range rs {
-			if !strings.HasPrefix(r.Host, "*.") {
+			// A route of a Gateway bind of its own has the bind's scope
+			// after the host (gateway_ports.go); the frontend's tiers add
+			// it back from the path, so the map names the bare host.
+			host, _ := splitScope(r.Host)
+			if !strings.HasPrefix(host, "*.") {
 				continue
 			}
 			switch r.Ingress.Kind {
 			case "HTTPRoute", grpcRouteKind:
-				if !slices.Contains(users[r.Host], r.Ingress) {
-					users[r.Host] = append(users[r.Host], r.Ingress)
+				if !slices.Contains(users[host], r.Ingress) {
+					users[host] = append(users[host], r.Ingress)
 				}
 			default:
-				ingress[r.Host] = true
+				ingress[host] = true
 			}
 		}
 	}
