@@ -686,6 +686,10 @@ func newHost(prev *model.Desired, host, backend string) *model.Desired {
 	owner := maps.Clone(prev.Maps[model.MapHostOwner])
 	owner[host] = "@ns"
 	next.Maps[model.MapPrefix], next.Maps[model.MapHostOwner] = prefix, owner
+	next.MapChanges = map[string]model.MapChange{
+		model.MapPrefix:    {From: prev.Maps[model.MapPrefix], To: prefix, Keys: []string{host + "/"}},
+		model.MapHostOwner: {From: prev.Maps[model.MapHostOwner], To: owner, Keys: []string{host}},
+	}
 	return &next
 }
 
