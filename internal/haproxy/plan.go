@@ -199,8 +199,8 @@ func (r renderer) mapCommands(cur, next *state) (cmds, bulk []string) {
 		// Keys that may differ: those the change names when next's map
 		// was made from cur's, which spares sorting thousands; else all.
 		var gone, kept []string
-		if c, ok := next.mapChanges[name]; ok && sameMap(c.from, old) {
-			gone, kept = c.keys, c.keys
+		if keys, ok := next.madeFrom(name, old); ok {
+			gone, kept = keys, keys
 		} else {
 			if maps.Equal(old, nw) {
 				continue

@@ -82,6 +82,10 @@ func committed(prev, next *state) {
 		next.oldIndex, next.oldStale = prev.backends, next.changed
 	}
 	next.base = nil
+	// Nor does it keep the maps its own were made from.
+	for name, c := range next.mapChanges {
+		next.mapChanges[name] = mapChange{keys: c.keys}
+	}
 }
 
 // changedSince returns the names of the backends that may differ between
@@ -94,10 +98,21 @@ func (st *state) changedSince(base *state) (names []string, ok bool) {
 	return st.changed, true
 }
 
-// mapChange says that a state's map is from but for keys (sorted).
+// mapChange says that a state's map is from but for keys (sorted); from
+// is nil once the state is committed and no one compares with it.
 type mapChange struct {
 	from map[string]string
 	keys []string
+}
+
+// madeFrom reports whether st's map name was made from m by changing
+// the keys of its mapChange alone.
+func (st *state) madeFrom(name string, m map[string]string) (keys []string, ok bool) {
+	c, ok := st.mapChanges[name]
+	if !ok || c.from == nil || !sameMap(c.from, m) {
+		return nil, false
+	}
+	return c.keys, true
 }
 
 // sameEntries reports whether map name of a and b has the same entries,
@@ -108,8 +123,8 @@ func sameEntries(a, b *state, name string) bool {
 	if sameMap(am, bm) {
 		return true
 	}
-	if c, ok := b.mapChanges[name]; ok && sameMap(c.from, am) {
-		for _, k := range c.keys {
+	if keys, ok := b.madeFrom(name, am); ok {
+		for _, k := range keys {
 			av, aok := am[k]
 			bv, bok := bm[k]
 			if aok != bok || av != bv {
