@@ -424,6 +424,11 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, touched map[string]map
 		touched[name][k] = true
 	}
 	del := func(name, k string) {
+		if _, ok := d.Maps[name][k]; !ok {
+			// Not there (an ssl-redirect entry of a host without
+			// one): no copy of the map for nothing.
+			return
+		}
 		delete(writable(name), k)
 		touched[name][k] = true
 	}
