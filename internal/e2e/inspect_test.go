@@ -8,8 +8,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
 
 // Inspect tests use pods in 198.18.52.0/24.
@@ -80,18 +83,23 @@ func TestRenderExplainMatch(t *testing.T) {
 	}
 	files := renderedFiles(inspect(t, append([]string{"render"}, common...)...))
 	for _, name := range []string{"haproxy.cfg", "maps/path-exact.map", "maps/path-prefix.map", "maps/ssl-redirect.map", "certs/crt-list"} {
-		live, err := os.ReadFile(filepath.Join(d.configDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
 		got, ok := files[name]
 		if !ok {
 			t.Fatalf("render printed no %s (files: %v)", name, keys(files))
 		}
-		// render ends every file with a newline, empty ones too.
-		if got != string(live) && !(got == "\n" && len(live) == 0) {
-			t.Errorf("render's %s differs from the daemon's:\n--- render\n%s\n--- daemon\n%s", name, got, live)
-		}
+		// The daemon writes what a runtime change left for later once
+		// changes pause for a second.
+		testenv.Eventually(t, 15*time.Second, func() error {
+			live, err := os.ReadFile(filepath.Join(d.configDir, name))
+			if err != nil {
+				return err
+			}
+			// render ends every file with a newline, empty ones too.
+			if got != string(live) && !(got == "\n" && len(live) == 0) {
+				return fmt.Errorf("render's %s differs from the daemon's:\n--- render\n%s\n--- daemon\n%s", name, got, live)
+			}
+			return nil
+		})
 	}
 	for name, content := range files {
 		if strings.HasSuffix(name, ".pem") && strings.Contains(content, "PRIVATE KEY") {

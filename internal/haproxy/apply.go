@@ -178,7 +178,7 @@ func (d *Driver) applyRuntime(ctx context.Context, cur, next *state, p changePla
 // which have the same structure, are the same.
 func sameFiles(a, b *state) bool {
 	for _, name := range mapNames {
-		if !mapsEqual(a.maps[name], b.maps[name]) {
+		if !sameEntries(a, b, name) {
 			return false
 		}
 	}
@@ -413,15 +413,21 @@ func (d *Driver) validated(ctx context.Context, cur, target *state) (*state, []m
 // would keep the addresses out of haproxy.cfg instead, but then the file
 // alone would no longer describe what HAProxy serves, and HAProxy applies
 // such a file only where server names and ids line up.
+//
+// The map files that changed are left to flushConfig too when lazy: at
+// thousands of hosts, rendering a map file (every entry, sorted) cost more
+// than the rest of a new host's way through the driver.
 func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error {
 	stale := d.cfgStale || renderCfg || d.cur == nil
-	if cfg == "" && stale && (!lazy || d.cur == nil) {
+	lazy = lazy && d.cur != nil
+	if cfg == "" && stale && !lazy {
 		var err error
 		if cfg, err = d.rend.config(next, d.cache); err != nil {
 			return err
 		}
 	}
-	if err := d.sync(d.rend.stateFiles(next, cfg, d.cache), true); err != nil {
+	files, mapsStale := d.rend.stateFilesLazy(next, cfg, d.cache, lazy)
+	if err := d.sync(files, true); err != nil {
 		return err
 	}
 	committed(d.cur, next)
@@ -429,7 +435,8 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error
 	d.fromApply = true
 	d.diskGen++
 	d.cfgStale = cfg == "" && stale
-	if d.cfgStale {
+	d.mapsStale = mapsStale
+	if d.cfgStale || d.mapsStale {
 		select {
 		case d.flushReq <- struct{}{}:
 		default:
@@ -438,9 +445,21 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error
 	return nil
 }
 
-// flushConfig writes the haproxy.cfg that writeFiles left for later.
+// flushConfig writes the haproxy.cfg and map files that writeFiles left
+// for later.
 func (d *Driver) flushConfig() error {
-	if !d.cfgStale || d.cur == nil {
+	if d.cur == nil {
+		return nil
+	}
+	if d.mapsStale {
+		start := time.Now()
+		if err := d.sync(d.rend.mapFiles(d.cur, d.cache), false); err != nil {
+			return err
+		}
+		d.mapsStale = false
+		d.log.Debug("map files written with the entries applied at runtime", "took", time.Since(start).Round(time.Microsecond))
+	}
+	if !d.cfgStale {
 		return nil
 	}
 	start := time.Now()

@@ -92,6 +92,18 @@ func readConfig(t *testing.T, d *Driver) string {
 	return readConfigFile(t, d)
 }
 
+// readMapFile reads a map file as HAProxy would load it: with what a
+// runtime change left for later written.
+func readMapFile(t *testing.T, d *Driver, path string) string {
+	t.Helper()
+	d.flushLocked()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // readConfigFile reads haproxy.cfg as it is on disk now.
 func readConfigFile(t *testing.T, d *Driver) string {
 	t.Helper()
@@ -180,8 +192,12 @@ func TestApplyMapsAtRuntime(t *testing.T) {
 	if got := u.rt.take(); !reflect.DeepEqual(got, wantCmds) || res.Reloaded {
 		t.Fatalf("commands %v (reloaded %v), want %v", got, res.Reloaded, wantCmds)
 	}
-	b2, _ := os.ReadFile(exact)
-	if !strings.Contains(string(b2), "x.test/new ns_a_80\n") || !strings.Contains(string(b2), "a.test/ ns_b_80\n") {
+	// Like haproxy.cfg, the map files are written off the hot path, and
+	// before the next reload or start.
+	if b2, _ := os.ReadFile(exact); strings.Contains(string(b2), "x.test/new") || !u.mapsStale {
+		t.Errorf("map file rewritten by a runtime change (stale %v):\n%s", u.mapsStale, b2)
+	}
+	if b2 := readMapFile(t, u.Driver, exact); !strings.Contains(b2, "x.test/new ns_a_80\n") || !strings.Contains(b2, "a.test/ ns_b_80\n") {
 		t.Fatalf("map file not updated:\n%s", b2)
 	}
 
@@ -632,5 +648,138 @@ func TestApplyQuickMatchesFull(t *testing.T) {
 	t.Logf("of %d applies, %d reused an index (%d with a backend quarantined), %d had the checks off", runs*steps, reused, quarantined, checksOff)
 	if reused == 0 || quarantined == 0 || checksOff == 0 || checksOff == runs*steps {
 		t.Error("the runs missed a case")
+	}
+}
+
+// TestApplyMapChangesMatchFull applies random map changes twice: once with
+// the model's MapChanges (only the named keys checked, diffed and written
+// later), once without (every entry compared). Both must send the same
+// commands, report the same problems and end with the same maps on disk;
+// stale or foreign MapChanges must be ignored.
+func TestApplyMapChangesMatchFull(t *testing.T) {
+	const runs, steps = 4, 150
+	delta := 0
+	for seed := range int64(runs) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rnd := rand.New(rand.NewSource(seed))
+			quick, full := newUnitDriver(t, Options{}), newUnitDriver(t, Options{})
+			const n = 6
+			backends := make([]*model.Backend, n)
+			for i := range backends {
+				backends[i] = oneBackend(fmt.Sprintf("ns_b%d_80", i), 2, eps(fmt.Sprintf("198.18.%d.1", i)))
+			}
+			want := desired(backends...)
+			want.Maps[model.MapHostOwner] = map[string]string{"b0.test": "@ns"}
+			mustApply(t, quick.Driver, want)
+			mustApply(t, full.Driver, want)
+			var older *model.Desired
+			names := []string{model.MapExact, model.MapPrefix, model.MapHostOwner}
+			for step := range steps {
+				next := *want
+				next.Maps = maps.Clone(want.Maps)
+				next.MapChanges = map[string]model.MapChange{}
+				touched := map[string]map[string]bool{}
+				for range 1 + rnd.Intn(3) {
+					name := names[rnd.Intn(len(names))]
+					if touched[name] == nil {
+						touched[name] = map[string]bool{}
+						next.Maps[name] = maps.Clone(want.Maps[name])
+					}
+					m := next.Maps[name]
+					k := fmt.Sprintf("h%d.test/", rnd.Intn(12))
+					if name == model.MapHostOwner {
+						k = strings.TrimSuffix(k, "/")
+					}
+					v := fmt.Sprintf("ns_b%d_80", rnd.Intn(n))
+					r := rnd.Intn(30)
+					switch {
+					case r < 12:
+						delete(m, k)
+					case r == 12:
+						v = "ns_missing_80" // refused: no such backend
+					case r == 13:
+						k = "bad key" // refused: not one token
+					case name == model.MapHostOwner:
+						v = "@ns"
+					}
+					if r >= 12 {
+						m[k] = v
+					}
+					touched[name][k] = true
+					if rnd.Intn(3) == 0 {
+						// Refused entries go again, so that maps pass
+						// whole now and then.
+						for k, v := range m {
+							if k == "bad key" || v == "ns_missing_80" {
+								delete(m, k)
+								touched[name][k] = true
+							}
+						}
+					}
+				}
+				for name, keys := range touched {
+					next.MapChanges[name] = model.MapChange{From: want.Maps[name], To: next.Maps[name], Keys: slices.Sorted(maps.Keys(keys))}
+				}
+				if rnd.Intn(8) == 0 {
+					// An endpoint change next to the map change.
+					next.Backends = slices.Clone(want.Backends)
+					i := rnd.Intn(n)
+					b := *next.Backends[i]
+					b.Endpoints = eps(fmt.Sprintf("198.18.%d.%d", i, 1+rnd.Intn(4)))
+					next.Backends[i] = &b
+				}
+				if older != nil && rnd.Intn(10) == 0 {
+					// A change described from a result the driver never
+					// saw: to be ignored.
+					for name, c := range next.MapChanges {
+						c.From = older.Maps[name]
+						next.MapChanges[name] = c
+					}
+				}
+				plain := next
+				plain.MapChanges = nil
+				rq, rf := mustApply(t, quick.Driver, &next), mustApply(t, full.Driver, &plain)
+				older, want = want, &next
+				if rq.Reloaded || rf.Reloaded {
+					t.Fatalf("step %d: a map change reloaded: quick %+v, full %+v", step, rq, rf)
+				}
+				// A whole map's problems come in the order of its entries.
+				byMessage := func(a, b model.Problem) int { return strings.Compare(a.Message, b.Message) }
+				slices.SortFunc(rq.Dropped, byMessage)
+				slices.SortFunc(rf.Dropped, byMessage)
+				if rq.RuntimeOps != rf.RuntimeOps || !reflect.DeepEqual(rq.Dropped, rf.Dropped) {
+					t.Fatalf("step %d: quick %+v, full %+v", step, rq, rf)
+				}
+				// The drivers differ in their directories alone.
+				cq := strings.ReplaceAll(strings.Join(quick.rt.take(), "\n"), quick.opts.ConfigDir, "DIR")
+				cf := strings.ReplaceAll(strings.Join(full.rt.take(), "\n"), full.opts.ConfigDir, "DIR")
+				if cq != cf {
+					t.Fatalf("step %d: commands quick:\n%s\nfull:\n%s", step, cq, cf)
+				}
+				if len(quick.cur.mapChanges) > 0 {
+					delta++
+				}
+				for _, name := range mapNames {
+					if !maps.Equal(quick.cur.maps[name], full.cur.maps[name]) {
+						t.Fatalf("step %d: map %s quick %v, full %v", step, name, quick.cur.maps[name], full.cur.maps[name])
+					}
+				}
+				if rnd.Intn(4) == 0 || step == steps-1 {
+					for _, name := range mapNames {
+						mq := readMapFile(t, quick.Driver, quick.rend.mapPath(name))
+						if mf := readMapFile(t, full.Driver, full.rend.mapPath(name)); mq != mf {
+							t.Fatalf("step %d: map file %s quick:\n%s\nfull:\n%s", step, name, mq, mf)
+						}
+						if want := string(mapFile(full.cur.maps[name])); mq != want {
+							t.Fatalf("step %d: map file %s:\n%s\nwant:\n%s", step, name, mq, want)
+						}
+					}
+				}
+			}
+		})
+	}
+	t.Logf("%d of %d applies took a map change as described", delta, runs*steps)
+	if delta < runs*steps/4 {
+		t.Errorf("only %d of %d applies took a map change as described", delta, runs*steps)
 	}
 }

@@ -169,7 +169,11 @@ type Driver struct {
 	// cfgStale: haproxy.cfg lags behind cur in server addresses and
 	// states, which the live HAProxy has from the Runtime API (writeFiles).
 	cfgStale bool
-	// flushReq asks Run to write haproxy.cfg soon (buffered, one).
+	// mapsStale: map files lag behind cur in entries the live HAProxy
+	// has from the Runtime API (writeFiles).
+	mapsStale bool
+	// flushReq asks Run to write haproxy.cfg and the map files soon
+	// (buffered, one).
 	flushReq chan struct{}
 	// diskGen counts file writes; loadedGen is the generation the live
 	// HAProxy loaded (at start or at the last confirmed reload).

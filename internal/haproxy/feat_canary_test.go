@@ -63,7 +63,7 @@ func TestCanaryAtRuntime(t *testing.T) {
 		if step.weight != "" {
 			want = "ns_a_80 " + step.weight + "\n"
 		}
-		if b, _ := os.ReadFile(wm); string(b) != want {
+		if b := readMapFile(t, u.Driver, wm); b != want {
 			t.Fatalf("weight map file %q, want %q", b, want)
 		}
 	}

@@ -37,18 +37,44 @@ var managedDirs = []string{mapsDirName, certsDirName, errorsDirName}
 // hold private keys) and the error pages. cache (nil: none) keeps map
 // files from being rendered again while their map is unchanged.
 func (r renderer) stateFiles(st *state, cfg string, cache *renderCache) map[string]file {
-	out := map[string]file{}
+	out, _ := r.stateFilesLazy(st, cfg, cache, false)
+	return out
+}
+
+// stateFilesLazy is stateFiles that, with lazyMaps, leaves each map file
+// whose rendering the cache lacks as it is on disk (createOnly); stale
+// says it left one.
+func (r renderer) stateFilesLazy(st *state, cfg string, cache *renderCache, lazyMaps bool) (out map[string]file, stale bool) {
+	out = map[string]file{}
 	if cfg != "" {
 		out[configFile] = file{data: []byte(cfg), mode: 0o640}
 	}
 	for _, name := range mapNames {
-		out[filepath.Join(mapsDirName, name+".map")] = file{data: cache.mapFile(name, st.maps[name]), mode: 0o640}
+		rel := filepath.Join(mapsDirName, name+".map")
+		if data, ok := cache.renderedMap(name, st.maps[name]); ok || !lazyMaps {
+			if !ok {
+				data = cache.mapFile(name, st.maps[name])
+			}
+			out[rel] = file{data: data, mode: 0o640}
+			continue
+		}
+		out[rel] = file{mode: 0o640, createOnly: true}
+		stale = true
 	}
 	for rel, data := range r.tlsFiles(st.tls) {
 		out[rel] = file{data: data, mode: 0o600}
 	}
 	for _, p := range st.extras.errorPages {
 		out[filepath.Join(errorsDirName, p.file)] = file{data: []byte(p.content), mode: 0o640}
+	}
+	return out, stale
+}
+
+// mapFiles are st's map files, by path relative to ConfigDir.
+func (r renderer) mapFiles(st *state, cache *renderCache) map[string]file {
+	out := make(map[string]file, len(mapNames))
+	for _, name := range mapNames {
+		out[filepath.Join(mapsDirName, name+".map")] = file{data: cache.mapFile(name, st.maps[name]), mode: 0o640}
 	}
 	return out
 }
@@ -81,6 +107,19 @@ func (c *renderCache) mapFile(name string, m map[string]string) []byte {
 	data := mapFile(m)
 	c.maps[name] = renderedMap{m: m, data: data}
 	return data
+}
+
+// renderedMap returns the last rendering of map name when it was of m
+// itself: no entry is compared.
+func (c *renderCache) renderedMap(name string, m map[string]string) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	e, ok := c.maps[name]
+	if !ok || !sameMap(e.m, m) {
+		return nil, false
+	}
+	return e.data, true
 }
 
 type renderedMap struct {

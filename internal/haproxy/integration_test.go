@@ -639,6 +639,60 @@ func BenchmarkApplyEndpoints(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyNewHost measures a new host on an existing backend, as
+// the model hands it over after an Ingress is added: every map but the
+// changed ones shared with the previous Desired, the changed ones copies
+// with the host's entries added.
+func BenchmarkApplyNewHost(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("backends=%d", n), func(b *testing.B) {
+			h := startHAProxy(b, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+			want := benchDesired(n)
+			owner := map[string]string{}
+			for k := range want.Maps[model.MapPrefix] {
+				owner[strings.TrimSuffix(k, "/")] = "@ns"
+			}
+			want.Maps[model.MapHostOwner] = owner
+			applyOK(b, h.d, want)
+			r0 := reloads(b, h.d)
+			ops := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				// The model's work is not the driver's.
+				b.StopTimer()
+				next := newHost(want, fmt.Sprintf("new%d.test", i), want.Backends[i%n].Name)
+				b.StartTimer()
+				res := applyOK(b, h.d, next)
+				ops += res.RuntimeOps
+				want = next
+			}
+			b.StopTimer()
+			if r := reloads(b, h.d); r != r0 {
+				b.Fatalf("new hosts reloaded (%d -> %d)", r0, r)
+			}
+			b.ReportMetric(float64(ops)/float64(b.N), "cmds/apply")
+		})
+	}
+}
+
+// newHost is prev with host routed to backend, as the model's incremental
+// update makes it.
+func newHost(prev *model.Desired, host, backend string) *model.Desired {
+	next := *prev
+	next.Maps = maps.Clone(prev.Maps)
+	prefix := maps.Clone(prev.Maps[model.MapPrefix])
+	prefix[host+"/"] = backend
+	owner := maps.Clone(prev.Maps[model.MapHostOwner])
+	owner[host] = "@ns"
+	next.Maps[model.MapPrefix], next.Maps[model.MapHostOwner] = prefix, owner
+	next.MapChanges = map[string]model.MapChange{
+		model.MapPrefix:    {From: prev.Maps[model.MapPrefix], To: prefix, Keys: []string{host + "/"}},
+		model.MapHostOwner: {From: prev.Maps[model.MapHostOwner], To: owner, Keys: []string{host}},
+	}
+	return &next
+}
+
 // BenchmarkApplyReload measures a structural change: haproxy -c, write,
 // reload, and wait until the new worker answers.
 func BenchmarkApplyReload(b *testing.B) {

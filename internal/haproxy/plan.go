@@ -204,22 +204,38 @@ func (r renderer) mapCommands(cur, next *state) (cmds, bulk []string) {
 	for _, name := range r.loadedMaps(next) {
 		path := r.mapPath(name)
 		old, nw := cur.maps[name], next.maps[name]
-		if mapsEqual(old, nw) {
+		if sameMap(old, nw) {
 			continue
 		}
+		// Keys that may differ: those the change names when next's map
+		// was made from cur's, which spares sorting thousands; else all.
+		var gone, kept []string
+		if keys, ok := next.madeFrom(name, old); ok {
+			gone, kept = keys, keys
+		} else {
+			if maps.Equal(old, nw) {
+				continue
+			}
+			gone, kept = slices.Sorted(maps.Keys(old)), slices.Sorted(maps.Keys(nw))
+		}
 		var c []string
-		for _, k := range slices.Sorted(maps.Keys(old)) {
-			if _, ok := nw[k]; !ok {
+		for _, k := range gone {
+			_, was := old[k]
+			if _, ok := nw[k]; was && !ok {
 				c = append(c, "del map "+path+" "+k)
 			}
 		}
-		for _, k := range slices.Sorted(maps.Keys(nw)) {
-			ov, ok := old[k]
+		for _, k := range kept {
+			v, ok := nw[k]
+			if !ok {
+				continue
+			}
+			ov, was := old[k]
 			switch {
-			case !ok:
-				c = append(c, "add map "+path+" "+k+" "+nw[k])
-			case ov != nw[k]:
-				c = append(c, "set map "+path+" "+k+" "+nw[k])
+			case !was:
+				c = append(c, "add map "+path+" "+k+" "+v)
+			case ov != v:
+				c = append(c, "set map "+path+" "+k+" "+v)
 			}
 		}
 		if len(c) > bulkMapOps {

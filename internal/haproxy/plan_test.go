@@ -32,9 +32,8 @@ func TestDisableHTTPMapChangeGoesLive(t *testing.T) {
 	if got := u.rt.take(); !slices.Contains(got, cmd) {
 		t.Fatalf("commands %q, want %q among them", got, cmd)
 	}
-	b, err := os.ReadFile(u.rend.mapPath(model.MapExact))
-	if err != nil || !strings.Contains(string(b), "new.test/ ns_a_80\n") {
-		t.Fatalf("map file %q (%v) lacks the new host", b, err)
+	if b := readMapFile(t, u.Driver, u.rend.mapPath(model.MapExact)); !strings.Contains(b, "new.test/ ns_a_80\n") {
+		t.Fatalf("map file %q lacks the new host", b)
 	}
 }
 
@@ -53,8 +52,10 @@ func TestReloadAfterFailedWriteIsRecovery(t *testing.T) {
 	if err := os.WriteFile(mapsDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A new backend: a reload, which writes every file first.
+	want.Backends = append(want.Backends, oneBackend("ns_b_80", 2, eps("198.18.0.2")))
 	want.Maps[model.MapExact] = maps.Clone(want.Maps[model.MapExact])
-	want.Maps[model.MapExact]["new.test/"] = "ns_a_80"
+	want.Maps[model.MapExact]["new.test/"] = "ns_b_80"
 	if _, err := u.Apply(t.Context(), want); err == nil {
 		t.Fatal("Apply with an unwritable maps directory succeeded")
 	}

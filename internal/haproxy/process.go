@@ -119,7 +119,7 @@ func (d *Driver) flushLocked() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.flushConfig(); err != nil {
-		d.log.Error("write haproxy.cfg", "error", err)
+		d.log.Error("write haproxy.cfg or map files", "error", err)
 	}
 }
 

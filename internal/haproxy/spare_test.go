@@ -2,7 +2,6 @@ package haproxy
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -45,8 +44,8 @@ func TestSpareBackends(t *testing.T) {
 			t.Errorf("commands lack %q: %v", c, got)
 		}
 	}
-	if b, err := os.ReadFile(exact); err != nil || !strings.Contains(string(b), "new.test/ ns_new_80\n") {
-		t.Errorf("map file does not route new.test/ to ns_new_80 (%v)", err)
+	if b := readMapFile(t, u.Driver, exact); !strings.Contains(b, "new.test/ ns_new_80\n") {
+		t.Errorf("map file does not route new.test/ to ns_new_80")
 	}
 	if cfg := readConfig(t, u.Driver); !strings.Contains(cfg, "backend ns_new_80 from perimeter\n  server SRV_1 198.18.9.1:8080\n") {
 		t.Errorf("haproxy.cfg lacks the new backend under its own name")

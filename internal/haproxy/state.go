@@ -41,6 +41,10 @@ type state struct {
 	// backends named in changed made afresh (reuseBackends).
 	base    *state
 	changed []string
+	// mapChanges are, for some maps, the keys in which they differ from
+	// the map they were made from (the model's MapChanges, checked):
+	// compared with that map, only these keys need a look.
+	mapChanges map[string]mapChange
 	// oldIndex is the backend index of the state this one replaced on
 	// disk, given up to it: it differs from backends in the names of
 	// oldStale alone, so the next quick desiredState brings it up to date
@@ -78,6 +82,10 @@ func committed(prev, next *state) {
 		next.oldIndex, next.oldStale = prev.backends, next.changed
 	}
 	next.base = nil
+	// Nor does it keep the maps its own were made from.
+	for name, c := range next.mapChanges {
+		next.mapChanges[name] = mapChange{keys: c.keys}
+	}
 }
 
 // changedSince returns the names of the backends that may differ between
@@ -88,6 +96,44 @@ func (st *state) changedSince(base *state) (names []string, ok bool) {
 		return nil, false
 	}
 	return st.changed, true
+}
+
+// mapChange says that a state's map is from but for keys (sorted); from
+// is nil once the state is committed and no one compares with it.
+type mapChange struct {
+	from map[string]string
+	keys []string
+}
+
+// madeFrom reports whether st's map name was made from m by changing
+// the keys of its mapChange alone.
+func (st *state) madeFrom(name string, m map[string]string) (keys []string, ok bool) {
+	c, ok := st.mapChanges[name]
+	if !ok || c.from == nil || !sameMap(c.from, m) {
+		return nil, false
+	}
+	return c.keys, true
+}
+
+// sameEntries reports whether map name of a and b has the same entries,
+// looking only at the keys b's map was changed in when it was made from
+// a's.
+func sameEntries(a, b *state, name string) bool {
+	am, bm := a.maps[name], b.maps[name]
+	if sameMap(am, bm) {
+		return true
+	}
+	if keys, ok := b.madeFrom(name, am); ok {
+		for _, k := range keys {
+			av, aok := am[k]
+			bv, bok := bm[k]
+			if aok != bok || av != bv {
+				return false
+			}
+		}
+		return true
+	}
+	return maps.Equal(am, bm)
 }
 
 // backendSpec is the structural part of a backend: a change needs a reload.
@@ -440,11 +486,25 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	// map could never route a request.
 	for _, name := range mapNames {
 		src := want.Maps[name]
-		if pm, ok := prev.maps[name]; ok && sameSet && sameMap(pm.src, src) {
+		pm, known := prev.maps[name]
+		if known && sameSet && sameMap(pm.src, src) {
 			st.maps[name] = pm.m
 			problems = append(problems, pm.problems...)
 			memo.maps[name] = pm
 			continue
+		}
+		if known && sameSet && src != nil && sameMap(pm.m, pm.src) {
+			// The last version passed whole: a change the model
+			// describes needs only its keys checked.
+			if c, ok := want.MapChanges[name]; ok && sameMap(c.From, pm.src) && sameMap(c.To, src) && keysOK(st, name, src, c.Keys) {
+				st.maps[name] = src
+				if st.mapChanges == nil {
+					st.mapChanges = map[string]mapChange{}
+				}
+				st.mapChanges[name] = mapChange{from: pm.m, keys: c.Keys}
+				memo.maps[name] = memoMap{src: src, m: src}
+				continue
+			}
 		}
 		before := len(problems)
 		m := make(map[string]string, len(src))
@@ -460,6 +520,12 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 				m[k] = v
 			}
 		}
+		if src != nil && len(m) == len(src) {
+			// Nothing dropped: the model's map itself (results are
+			// never changed once made), which lets the next change
+			// the model describes skip the check of every entry.
+			m = src
+		}
 		st.maps[name] = m
 		if memo != nil {
 			memo.maps[name] = memoMap{src: src, m: m, problems: slices.Clone(problems[before:])}
@@ -468,6 +534,17 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	st.tls.head.passthrough = st.tls.head.enabled && len(st.maps[model.MapSSLPassthrough]) > 0
 	st.extras.wildcardDepths = model.WildcardDepths(st.maps[model.MapGatewayWildcard])
 	return st, problems
+}
+
+// keysOK reports whether the entries of m under keys (missing ones
+// included) pass desiredState's checks of map name.
+func keysOK(st *state, name string, m map[string]string, keys []string) bool {
+	for _, k := range keys {
+		if v, ok := m[k]; ok && (checkMapLine(k, v) != nil || !mapValueOK(st, name, v)) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkBackend makes the entry of model backend b, reusing the checked

@@ -252,6 +252,7 @@ func applyIngressChanges(prev *Desired, x *ingressIndex, changes []ingressChange
 	x.owner = nil
 	d := *prev
 	d.inc = nil
+	d.MapChanges = nil
 	if len(changes) > 0 {
 		d.Routes = slices.Clone(prev.Routes)
 		d.Served = slices.Clone(prev.Served)
@@ -259,11 +260,20 @@ func applyIngressChanges(prev *Desired, x *ingressIndex, changes []ingressChange
 		for k, m := range prev.Maps {
 			d.Maps[k] = m
 		}
-		cloned := map[string]bool{}
+		touched := map[string]map[string]bool{}
 		for _, c := range changes {
-			if !x.apply(&d, c, cloned) {
+			if !x.apply(&d, c, touched) {
 				return nil
 			}
+		}
+		d.MapChanges = make(map[string]MapChange, len(touched))
+		for name, keys := range touched {
+			ks := make([]string, 0, len(keys))
+			for k := range keys {
+				ks = append(ks, k)
+			}
+			slices.Sort(ks)
+			d.MapChanges[name] = MapChange{From: prev.Maps[name], To: d.Maps[name], Keys: ks}
 		}
 	}
 	x.owner = &d
@@ -375,9 +385,10 @@ func (x *ingressIndex) served(ing *networkingv1.Ingress) bool {
 }
 
 // apply applies one changed Ingress to d, whose Routes and Served are
-// d's own and whose maps are copied on first write (cloned). It reports
+// d's own and whose maps are copied on first write; touched records, by
+// map, the keys written (a map is d's own once it is there). It reports
 // false, leaving d and x unusable, when the change is not a plain one.
-func (x *ingressIndex) apply(d *Desired, c ingressChange, cloned map[string]bool) bool {
+func (x *ingressIndex) apply(d *Desired, c ingressChange, touched map[string]map[string]bool) bool {
 	var oldPlan, curPlan *ingressPlan
 	if x.served(c.old) {
 		p, ok := x.plan(c.old)
@@ -396,7 +407,7 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, cloned map[string]bool
 	cross := x.b.o.AllowCrossNamespaceHosts
 	writable := func(name string) map[string]string {
 		m := d.Maps[name]
-		if !cloned[name] {
+		if touched[name] == nil {
 			// maps.Clone copies the table wholesale, several times
 			// faster than re-inserting every key.
 			m = maps.Clone(m)
@@ -404,9 +415,22 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, cloned map[string]bool
 				m = map[string]string{}
 			}
 			d.Maps[name] = m
-			cloned[name] = true
+			touched[name] = map[string]bool{}
 		}
 		return m
+	}
+	set := func(name, k, v string) {
+		writable(name)[k] = v
+		touched[name][k] = true
+	}
+	del := func(name, k string) {
+		if _, ok := d.Maps[name][k]; !ok {
+			// Not there (an ssl-redirect entry of a host without
+			// one): no copy of the map for nothing.
+			return
+		}
+		delete(writable(name), k)
+		touched[name][k] = true
 	}
 	if oldPlan != nil {
 		for _, h := range oldPlan.hosts {
@@ -437,29 +461,17 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, cloned map[string]bool
 			}
 		}
 		exact, prefix := planMaps(oldPlan)
-		if len(exact) > 0 {
-			m := writable(MapExact)
-			for k := range exact {
-				delete(m, k)
-			}
+		for k := range exact {
+			del(MapExact, k)
 		}
-		if len(prefix) > 0 {
-			m := writable(MapPrefix)
-			for k := range prefix {
-				delete(m, k)
-			}
+		for k := range prefix {
+			del(MapPrefix, k)
 		}
-		if len(oldPlan.owned) > 0 {
+		for _, h := range oldPlan.owned {
 			if !cross {
-				m := writable(MapHostOwner)
-				for _, h := range oldPlan.owned {
-					delete(m, h)
-				}
+				del(MapHostOwner, h)
 			}
-			redirect := writable(MapSSLRedirect)
-			for _, h := range oldPlan.owned {
-				delete(redirect, h)
-			}
+			del(MapSSLRedirect, h)
 		}
 		for _, h := range oldPlan.owned {
 			i, _ := slices.BinarySearchFunc(d.Routes, h, func(r Route, h string) int { return strings.Compare(r.Host, h) })
@@ -511,29 +523,21 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, cloned map[string]bool
 		d.Routes = slices.Insert(d.Routes, j, r)
 	}
 	exact, prefix := planMaps(curPlan)
-	if len(exact) > 0 {
-		m := writable(MapExact)
-		for k, v := range exact {
-			m[k] = v
-		}
+	for k, v := range exact {
+		set(MapExact, k, v)
 	}
-	if len(prefix) > 0 {
-		m := writable(MapPrefix)
-		for k, v := range prefix {
-			m[k] = v
-		}
+	for k, v := range prefix {
+		set(MapPrefix, k, v)
 	}
 	if len(curPlan.owned) > 0 {
 		if !cross {
-			m := writable(MapHostOwner)
 			for _, h := range curPlan.owned {
-				m[h] = "@" + c.cur.Namespace
+				set(MapHostOwner, h, "@"+c.cur.Namespace)
 			}
 		}
 		if target, on := x.b.redirectTarget(c.cur); on {
-			redirect := writable(MapSSLRedirect)
 			for _, h := range curPlan.owned {
-				redirect[h] = target
+				set(MapSSLRedirect, h, target)
 			}
 		}
 	}

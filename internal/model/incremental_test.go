@@ -18,6 +18,8 @@ func sameDesired(a, b *Desired) bool {
 	x, y := *a, *b
 	x.inc, y.inc = nil, nil
 	x.bySvc, y.bySvc = nil, nil
+	// A hint of how the maps changed, checked by checkMapChanges.
+	x.MapChanges, y.MapChanges = nil, nil
 	return reflect.DeepEqual(&x, &y)
 }
 
@@ -281,6 +283,7 @@ func TestUpdateIngressesRandom(t *testing.T) {
 									t.Fatalf("after %q: backend %s is a new value", log, be.Name)
 								}
 							}
+							checkMapChanges(t, log, prev, got)
 						} else {
 							got = Build(&s2, o)
 						}
@@ -301,6 +304,46 @@ func TestUpdateIngressesRandom(t *testing.T) {
 	if fast < total/8 {
 		t.Fatalf("only %d of %d Ingress changes took the incremental path", fast, total)
 	}
+}
+
+// checkMapChanges checks that got's MapChanges tell exactly how its maps
+// differ from prev's, and that every other map is prev's own.
+func checkMapChanges(t *testing.T, log []string, prev, got *Desired) {
+	t.Helper()
+	for name, m := range got.Maps {
+		c, ok := got.MapChanges[name]
+		if !ok {
+			if !sameMapObject(m, prev.Maps[name]) {
+				t.Fatalf("after %q: map %s changed without a MapChange", log, name)
+			}
+			continue
+		}
+		if !sameMapObject(c.From, prev.Maps[name]) || !sameMapObject(c.To, m) {
+			t.Fatalf("after %q: MapChange of %s names other maps", log, name)
+		}
+		if !slices.IsSorted(c.Keys) {
+			t.Fatalf("after %q: MapChange of %s: keys not sorted", log, name)
+		}
+		for k, v := range c.From {
+			if w, ok := m[k]; (!ok || w != v) && !slices.Contains(c.Keys, k) {
+				t.Fatalf("after %q: map %s: key %q changed but is not in MapChange", log, name, k)
+			}
+		}
+		for k := range m {
+			if _, ok := c.From[k]; !ok && !slices.Contains(c.Keys, k) {
+				t.Fatalf("after %q: map %s: key %q added but is not in MapChange", log, name, k)
+			}
+		}
+	}
+	for name := range got.MapChanges {
+		if _, ok := got.Maps[name]; !ok {
+			t.Fatalf("after %q: MapChange for map %s, which is missing", log, name)
+		}
+	}
+}
+
+func sameMapObject(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // changedIngresses lists, as the watcher reports them, the Ingresses that

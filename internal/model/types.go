@@ -165,6 +165,11 @@ type Desired struct {
 	// Maps by name (MapExact, MapPrefix, ...): key -> value (a backend name;
 	// a weight 0..100 in MapCanaryWeight).
 	Maps map[string]map[string]string
+	// MapChanges tells, for some maps, how they differ from the previous
+	// result's (the one an incremental update was applied to), so that a
+	// consumer can apply a change of a few entries of a map of thousands
+	// without comparing every entry. Optional: absent means "compare".
+	MapChanges map[string]MapChange
 	// DefaultBackend names the backend for requests no rule matches; empty
 	// means HAProxy's built-in 404 answer.
 	DefaultBackend string
@@ -208,6 +213,15 @@ type Desired struct {
 	inc *ingressIndex
 	// bySvc indexes Backends by Service (indexBackends).
 	bySvc map[ServiceKey][]int
+}
+
+// MapChange says that map To equals map From but for the entries of Keys
+// (sorted): each is set in To to a new value or missing from it. A consumer
+// trusts it only when it holds From and is handed To, by identity, since
+// results are copied and their other maps replaced.
+type MapChange struct {
+	From, To map[string]string
+	Keys     []string
 }
 
 // Global holds ConfigMap-level settings. Zero values mean HAProxy's or the
