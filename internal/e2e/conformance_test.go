@@ -58,7 +58,7 @@ var (
 	conformanceGatewayAddr  = netip.MustParseAddr("198.51.100.80")
 	conformanceGatewayPool  = netip.MustParsePrefix("198.51.100.80/28")
 	conformancePodPool      = netip.MustParsePrefix("198.18.240.0/20")
-	conformanceGatewayPorts = "8000-8999"
+	conformanceGatewayPorts = "5300,8000-8999"
 )
 
 // conformanceFeatures is what Perimeter claims: exactly what it
