@@ -448,7 +448,7 @@ func (d *Driver) flushConfig() error {
 	if err != nil {
 		return err
 	}
-	if err := d.sync(map[string]file{configFile: {data: []byte(cfg), mode: 0o640}}, false); err != nil {
+	if err := d.sync(map[string]file{configFile: configFileOf(cfg)}, false); err != nil {
 		return err
 	}
 	d.cfgStale = false

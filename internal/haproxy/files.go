@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // file is one file a state needs.
@@ -39,7 +40,7 @@ var managedDirs = []string{mapsDirName, certsDirName, errorsDirName}
 func (r renderer) stateFiles(st *state, cfg string, cache *renderCache) map[string]file {
 	out := map[string]file{}
 	if cfg != "" {
-		out[configFile] = file{data: []byte(cfg), mode: 0o640}
+		out[configFile] = configFileOf(cfg)
 	}
 	for _, name := range mapNames {
 		out[filepath.Join(mapsDirName, name+".map")] = file{data: cache.mapFile(name, st.maps[name]), mode: 0o640}
@@ -51,6 +52,13 @@ func (r renderer) stateFiles(st *state, cfg string, cache *renderCache) map[stri
 		out[filepath.Join(errorsDirName, p.file)] = file{data: []byte(p.content), mode: 0o640}
 	}
 	return out
+}
+
+// configFileOf is haproxy.cfg as a file. Its data is cfg's own memory,
+// not a copy: at 10,000 backends the copy the writer keeps (diskFiles)
+// would be megabytes more, and file data is never changed.
+func configFileOf(cfg string) file {
+	return file{data: unsafe.Slice(unsafe.StringData(cfg), len(cfg)), mode: 0o640}
 }
 
 // checkFiles are the files `haproxy -c` needs to check st: all of them,
