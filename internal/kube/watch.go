@@ -308,7 +308,7 @@ func (w *Watcher) notifySlices(inf cache.SharedIndexInformer) cache.SharedIndexI
 		w.signal()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { changed(o) },
+		AddFunc: func(o any) { changed(o) },
 		UpdateFunc: func(old, cur any) {
 			if !resynced(old, cur) {
 				changed(old, cur)
