@@ -549,6 +549,10 @@ type loop struct {
 	sizesStale bool
 	// secretRefs is the list last given to WatchSecrets.
 	secretRefs []string
+	// heavy: the last pass built the model afresh or reloaded HAProxy,
+	// leaving much garbage behind (rel).
+	heavy bool
+	rel   *releaser
 }
 
 // sameSlice reports whether a and b are the very same slice.
@@ -579,6 +583,12 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 	failures := 0
 	sizes := time.NewTicker(time.Second)
 	defer sizes.Stop()
+	if l.rel == nil {
+		l.rel = newReleaser()
+	}
+	release := time.NewTimer(time.Hour)
+	release.Stop()
+	defer release.Stop()
 	pending := true // the first pass applies the initial state
 	for {
 		// While failing, changes wait for the retry: they rarely cure
@@ -587,8 +597,12 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 			pending = false
 			start := time.Now()
 			l.busySince.Store(start.UnixNano())
+			l.heavy = false
 			res, err := l.sync(ctx)
 			l.busySince.Store(0)
+			if wait := l.rel.passed(l.heavy); wait > 0 {
+				release.Reset(wait)
+			}
 			if err != nil {
 				failures++
 				wait := applyRetry(failures)
@@ -625,6 +639,8 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 		case <-retry:
 			retry = nil
 			pending = true
+		case <-release.C:
+			l.rel.due(nil)
 		case <-sizes.C:
 			if l.sizesStale {
 				l.sizesStale = false
@@ -683,6 +699,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 		switch {
 		case delta.Other || l.prev == nil:
 			want = model.Build(snap, l.opts)
+			l.heavy = true
 			l.log.Debug("model built", "took", time.Since(start))
 		default:
 			want = l.prev
@@ -701,6 +718,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 		// Newly referenced Secrets are now listed as loading: build
 		// again so their absence is not reported as a problem.
 		want = model.Build(l.w.Snapshot(), l.opts)
+		l.heavy = true
 	}
 	l.secretRefs = want.SecretRefs
 	l.prev = want
@@ -720,6 +738,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	for kind, n := range res.RuntimeOpsByKind {
 		l.m.RuntimeOps.WithLabelValues(kind, res.RuntimeResult).Add(float64(n))
 	}
+	l.heavy = l.heavy || res.Reloaded
 	switch {
 	case res.Reloaded:
 		l.m.Reloads.WithLabelValues(res.ReloadReason, haproxy.ResultOK).Inc()
