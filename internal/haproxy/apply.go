@@ -430,9 +430,15 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error
 	d.diskGen++
 	d.cfgStale = cfg == "" && stale
 	if d.cfgStale {
-		select {
-		case d.flushReq <- struct{}{}:
-		default:
+		d.lastStale.Store(time.Now().UnixNano())
+		// Run is woken once per flush, not on every endpoint change:
+		// each wake-up took the CPU from the change's own pass.
+		if !d.flushAsked {
+			d.flushAsked = true
+			select {
+			case d.flushReq <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return nil
@@ -440,6 +446,7 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error
 
 // flushConfig writes the haproxy.cfg that writeFiles left for later.
 func (d *Driver) flushConfig() error {
+	d.flushAsked = false
 	if !d.cfgStale || d.cur == nil {
 		return nil
 	}

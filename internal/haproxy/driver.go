@@ -169,8 +169,13 @@ type Driver struct {
 	// cfgStale: haproxy.cfg lags behind cur in server addresses and
 	// states, which the live HAProxy has from the Runtime API (writeFiles).
 	cfgStale bool
-	// flushReq asks Run to write haproxy.cfg soon (buffered, one).
-	flushReq chan struct{}
+	// flushReq asks Run to write haproxy.cfg soon (buffered, one);
+	// flushAsked says it was sent since the last flushConfig, and
+	// lastStale when cfgStale was last set (UnixNano): later changes
+	// move the flush without waking Run (used under mu, but lastStale).
+	flushReq   chan struct{}
+	flushAsked bool
+	lastStale  atomic.Int64
 	// diskGen counts file writes; loadedGen is the generation the live
 	// HAProxy loaded (at start or at the last confirmed reload).
 	diskGen, loadedGen uint64
