@@ -109,17 +109,22 @@ func syncFiles(root string, want map[string]file, disk diskFiles, prune bool) er
 	for _, rel := range slices.Sorted(maps.Keys(want)) {
 		f := want[rel]
 		p := filepath.Join(root, rel)
-		if old, ok := disk[rel]; ok && (f.createOnly || old.mode == f.mode && bytes.Equal(old.data, f.data)) {
+		old, known := disk[rel]
+		if known && (f.createOnly || old.mode == f.mode && bytes.Equal(old.data, f.data)) {
 			continue
 		}
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			if f.createOnly {
-				continue
-			}
-			if st.Mode().Perm() == f.mode {
-				if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.data) {
-					disk[rel] = f
+		// A known file that differs is written without reading it first:
+		// haproxy.cfg is megabytes at 10,000 backends.
+		if !known {
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+				if f.createOnly {
 					continue
+				}
+				if st.Mode().Perm() == f.mode {
+					if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.data) {
+						disk[rel] = f
+						continue
+					}
 				}
 			}
 		}
