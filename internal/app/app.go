@@ -586,6 +586,7 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 	if l.rel == nil {
 		l.rel = newReleaser()
 	}
+	var counting atomic.Bool
 	release := time.NewTimer(time.Hour)
 	release.Stop()
 	defer release.Stop()
@@ -642,11 +643,17 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 		case <-release.C:
 			l.rel.due(nil)
 		case <-sizes.C:
-			if l.sizesStale {
+			// Counting lists every cached key, under the caches'
+			// locks: apart from the loop, so that a change arriving
+			// meanwhile does not wait for it.
+			if l.sizesStale && counting.CompareAndSwap(false, true) {
 				l.sizesStale = false
-				for k, n := range l.w.Sizes() {
-					l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
-				}
+				go func() {
+					defer counting.Store(false)
+					for k, n := range l.w.Sizes() {
+						l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
+					}
+				}()
 			}
 		case o := <-l.reconf:
 			// The certificate generated at start stays: a new one
