@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -641,7 +642,11 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 			retry = nil
 			pending = true
 		case <-release.C:
-			l.rel.due(nil)
+			l.rel.due(func() {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				l.log.Info("memory returned to the system", "heap_live_bytes", ms.HeapAlloc, "heap_held_bytes", ms.HeapSys-ms.HeapReleased)
+			})
 		case <-sizes.C:
 			// Counting lists every cached key, under the caches'
 			// locks: apart from the loop, so that a change arriving

@@ -336,6 +336,8 @@ func runScale(b *testing.B, n int) {
 		d.served(fmt.Sprintf("s%d.test", i), time.Minute)
 	}
 	burst := time.Since(start)
+	// Log lines after this come after the last change's pass.
+	afterChanges := len(d.out.String())
 	burstReloads := d.reloads() - before
 	b.ReportMetric(ms(q(0.99)), "new-backend-p99-ms")
 	row("a new Service + Ingress -> served", "p50 %v, p99 %v, max %v over %d one at a time (%d reloads); 10 at once: all served in %v with %d reloads (target p99 <= 1 s, coalesced)",
@@ -359,6 +361,18 @@ func runScale(b *testing.B, n int) {
 			workersRSS += rssMiB(pid)
 		}
 	}
+	// Once changes pause the daemon gives the garbage of its last full
+	// Builds back (app/memory.go): the RSS of an idle daemon.
+	testenv.Eventually(b, time.Minute, func() error {
+		if !strings.Contains(d.out.String()[afterChanges:], "memory returned to the system") {
+			return errors.New("the daemon has not returned the free memory of the last changes yet")
+		}
+		return nil
+	})
+	idleRSS := rssMiB(d.cmd.Process.Pid)
+	b.ReportMetric(idleRSS, "daemon-idle-rss-MiB")
+	row("daemon RSS once idle (free memory returned)", "%.0f MiB: anonymous %.0f, file %.0f", idleRSS,
+		statusMiB(d.cmd.Process.Pid, "RssAnon:"), statusMiB(d.cmd.Process.Pid, "RssFile:"))
 	b.ReportMetric(daemonRSS, "daemon-rss-MiB")
 	b.ReportMetric(workersRSS, "haproxy-workers-rss-MiB")
 	b.ReportMetric(masterRSS, "haproxy-master-rss-MiB")
