@@ -352,6 +352,7 @@ func runScale(b *testing.B, n int) {
 		return nil
 	})
 	daemonRSS := rssMiB(d.cmd.Process.Pid)
+	anonRSS, fileRSS := statusMiB(d.cmd.Process.Pid, "RssAnon:"), statusMiB(d.cmd.Process.Pid, "RssFile:")
 	d.heapProfile(b, profDir, fmt.Sprintf("heap-%d", n))
 	var workersRSS, masterRSS float64
 	for _, pid := range haproxyPIDs(d.runtimeDir) {
@@ -376,8 +377,7 @@ func runScale(b *testing.B, n int) {
 	b.ReportMetric(daemonRSS, "daemon-rss-MiB")
 	b.ReportMetric(workersRSS, "haproxy-workers-rss-MiB")
 	b.ReportMetric(masterRSS, "haproxy-master-rss-MiB")
-	row("daemon RSS", "%.0f MiB: anonymous %.0f, file %.0f (target <= 300 MiB)", daemonRSS,
-		statusMiB(d.cmd.Process.Pid, "RssAnon:"), statusMiB(d.cmd.Process.Pid, "RssFile:"))
+	row("daemon RSS", "%.0f MiB: anonymous %.0f, file %.0f (target <= 300 MiB)", daemonRSS, anonRSS, fileRSS)
 	row("HAProxy RSS", "worker %.0f MiB, master %.0f MiB (target <= 1 GiB for the workers)", workersRSS, masterRSS)
 
 	// A reload under 2,000 req/s, half on kept-alive connections, half on
