@@ -81,6 +81,14 @@ func (c *renderCache) mapFile(name string, m map[string]string) []byte {
 		return mapFile(m)
 	}
 	if e, ok := c.maps[name]; ok && mapsEqual(e.m, m) {
+		if !sameMap(e.m, m) {
+			// An equal map made afresh (a full Build) is the one to
+			// compare with from now on: the next call is then a pointer
+			// comparison, not one of 10,000 entries on every endpoint
+			// change, and the old map can be freed.
+			e.m = m
+			c.maps[name] = e
+		}
 		return e.data
 	}
 	if c.maps == nil {
