@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -581,6 +582,10 @@ type loop struct {
 	sizesStale bool
 	// secretRefs is the list last given to WatchSecrets.
 	secretRefs []string
+	// heavy: the last pass built the model afresh or reloaded HAProxy,
+	// leaving much garbage behind (rel).
+	heavy bool
+	rel   *releaser
 }
 
 // sameSlice reports whether a and b are the very same slice.
@@ -611,6 +616,13 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 	failures := 0
 	sizes := time.NewTicker(time.Second)
 	defer sizes.Stop()
+	if l.rel == nil {
+		l.rel = newReleaser()
+	}
+	var counting atomic.Bool
+	release := time.NewTimer(time.Hour)
+	release.Stop()
+	defer release.Stop()
 	pending := true // the first pass applies the initial state
 	for {
 		// While failing, changes wait for the retry: they rarely cure
@@ -619,8 +631,12 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 			pending = false
 			start := time.Now()
 			l.busySince.Store(start.UnixNano())
+			l.heavy = false
 			res, err := l.sync(ctx)
 			l.busySince.Store(0)
+			if wait := l.rel.passed(l.heavy); wait > 0 {
+				release.Reset(wait)
+			}
 			if err != nil {
 				failures++
 				wait := applyRetry(failures)
@@ -657,12 +673,24 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 		case <-retry:
 			retry = nil
 			pending = true
+		case <-release.C:
+			l.rel.due(func() {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				l.log.Info("memory returned to the system", "heap_live_bytes", ms.HeapAlloc, "heap_held_bytes", ms.HeapSys-ms.HeapReleased)
+			})
 		case <-sizes.C:
-			if l.sizesStale {
+			// Counting lists every cached key, under the caches'
+			// locks: apart from the loop, so that a change arriving
+			// meanwhile does not wait for it.
+			if l.sizesStale && counting.CompareAndSwap(false, true) {
 				l.sizesStale = false
-				for k, n := range l.w.Sizes() {
-					l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
-				}
+				go func() {
+					defer counting.Store(false)
+					for k, n := range l.w.Sizes() {
+						l.m.CacheObjects.WithLabelValues(k).Set(float64(n))
+					}
+				}()
 			}
 		case o := <-l.reconf:
 			// The certificate generated at start stays: a new one
@@ -715,6 +743,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 		switch {
 		case delta.Other || l.prev == nil:
 			want = model.Build(snap, l.opts)
+			l.heavy = true
 			l.log.Debug("model built", "took", time.Since(start))
 		default:
 			want = l.prev
@@ -733,6 +762,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 		// Newly referenced Secrets are now listed as loading: build
 		// again so their absence is not reported as a problem.
 		want = model.Build(l.w.Snapshot(), l.opts)
+		l.heavy = true
 	}
 	l.secretRefs = want.SecretRefs
 	l.prev = want
@@ -752,6 +782,7 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 	for kind, n := range res.RuntimeOpsByKind {
 		l.m.RuntimeOps.WithLabelValues(kind, res.RuntimeResult).Add(float64(n))
 	}
+	l.heavy = l.heavy || res.Reloaded
 	switch {
 	case res.Reloaded:
 		l.m.Reloads.WithLabelValues(res.ReloadReason, haproxy.ResultOK).Inc()

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // gcPercent is the daemon's GOGC when the environment sets none. Most of
@@ -80,4 +81,67 @@ func cgroupMemoryLimit(read func(string) ([]byte, error)) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// After a pass that made much garbage (a full Build, a reload: at 10,000
+// Ingresses tens of megabytes each), the heap keeps the pages that garbage
+// took until the collector's goal, half as much again as what is live, is
+// reached, and Go's scavenger gives back only what lies beyond that goal.
+// An idle daemon, the common case, would hold them for nothing: once
+// passes pause for releaseQuiet after such a pass, the free pages go back
+// to the system, or releaseMaxDelay after the heavy pass when changes
+// never pause. That is one more collection, at most every releaseMinGap,
+// against passes that cost many collections themselves.
+const (
+	releaseQuiet    = 2 * time.Second
+	releaseMinGap   = 10 * time.Second
+	releaseMaxDelay = 30 * time.Second
+)
+
+// releaser decides when to return free heap pages to the system. It is
+// used by the loop's goroutine only.
+type releaser struct {
+	release func() // debug.FreeOSMemory
+	now     func() time.Time
+	// pending: a heavy pass ran since the last release, the first of
+	// them at since.
+	pending bool
+	since   time.Time
+	last    time.Time
+}
+
+func newReleaser() *releaser {
+	return &releaser{release: debug.FreeOSMemory, now: time.Now}
+}
+
+// passed records a pass, heavy or not, and returns how long to wait for
+// quiet before calling due (0: nothing to wait for).
+func (r *releaser) passed(heavy bool) time.Duration {
+	now := r.now()
+	if heavy && !r.pending {
+		r.pending, r.since = true, now
+	}
+	if !r.pending {
+		return 0
+	}
+	wait := max(releaseQuiet, releaseMinGap-now.Sub(r.last))
+	return max(min(wait, releaseMaxDelay-now.Sub(r.since)), time.Millisecond)
+}
+
+// due is called once the wait passed returned has gone by without
+// another pass: it releases the pages, in the background so that a
+// change arriving meanwhile is not held up, and reports whether it did.
+func (r *releaser) due(done func()) bool {
+	if !r.pending {
+		return false
+	}
+	r.pending = false
+	r.last = r.now()
+	go func() {
+		r.release()
+		if done != nil {
+			done()
+		}
+	}()
+	return true
 }

@@ -336,6 +336,8 @@ func runScale(b *testing.B, n int) {
 		d.served(fmt.Sprintf("s%d.test", i), time.Minute)
 	}
 	burst := time.Since(start)
+	// Log lines after this come after the last change's pass.
+	afterChanges := len(d.out.String())
 	burstReloads := d.reloads() - before
 	b.ReportMetric(ms(q(0.99)), "new-backend-p99-ms")
 	row("a new Service + Ingress -> served", "p50 %v, p99 %v, max %v over %d one at a time (%d reloads); 10 at once: all served in %v with %d reloads (target p99 <= 1 s, coalesced)",
@@ -350,6 +352,7 @@ func runScale(b *testing.B, n int) {
 		return nil
 	})
 	daemonRSS := rssMiB(d.cmd.Process.Pid)
+	anonRSS, fileRSS := statusMiB(d.cmd.Process.Pid, "RssAnon:"), statusMiB(d.cmd.Process.Pid, "RssFile:")
 	d.heapProfile(b, profDir, fmt.Sprintf("heap-%d", n))
 	var workersRSS, masterRSS float64
 	for _, pid := range haproxyPIDs(d.runtimeDir) {
@@ -359,10 +362,22 @@ func runScale(b *testing.B, n int) {
 			workersRSS += rssMiB(pid)
 		}
 	}
+	// Once changes pause the daemon gives the garbage of its last full
+	// Builds back (app/memory.go): the RSS of an idle daemon.
+	testenv.Eventually(b, time.Minute, func() error {
+		if !strings.Contains(d.out.String()[afterChanges:], "memory returned to the system") {
+			return errors.New("the daemon has not returned the free memory of the last changes yet")
+		}
+		return nil
+	})
+	idleRSS := rssMiB(d.cmd.Process.Pid)
+	b.ReportMetric(idleRSS, "daemon-idle-rss-MiB")
+	row("daemon RSS once idle (free memory returned)", "%.0f MiB: anonymous %.0f, file %.0f", idleRSS,
+		statusMiB(d.cmd.Process.Pid, "RssAnon:"), statusMiB(d.cmd.Process.Pid, "RssFile:"))
 	b.ReportMetric(daemonRSS, "daemon-rss-MiB")
 	b.ReportMetric(workersRSS, "haproxy-workers-rss-MiB")
 	b.ReportMetric(masterRSS, "haproxy-master-rss-MiB")
-	row("daemon RSS", "%.0f MiB (target <= 300 MiB)", daemonRSS)
+	row("daemon RSS", "%.0f MiB: anonymous %.0f, file %.0f (target <= 300 MiB)", daemonRSS, anonRSS, fileRSS)
 	row("HAProxy RSS", "worker %.0f MiB, master %.0f MiB (target <= 1 GiB for the workers)", workersRSS, masterRSS)
 
 	// A reload under 2,000 req/s, half on kept-alive connections, half on
@@ -393,17 +408,17 @@ func runScale(b *testing.B, n int) {
 }
 
 // profile records the daemon's CPU profile (--pprof) into dir/name.prof
-// until the returned function is called; with dir "" it does nothing.
+// and an execution trace of the first seconds into dir/name.trace (go
+// tool trace: where a slow change waited) until the returned function is
+// called; with dir "" it does nothing.
 func (d *daemon) profile(b *testing.B, dir, name string) (stop func()) {
 	if dir == "" {
 		return func() {}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.savePprof(b, "profile?seconds=20", filepath.Join(dir, name+".prof"))
-	}()
-	return func() { <-done }
+	var wg sync.WaitGroup
+	wg.Go(func() { d.savePprof(b, "profile?seconds=20", filepath.Join(dir, name+".prof")) })
+	wg.Go(func() { d.savePprof(b, "trace?seconds=5", filepath.Join(dir, name+".trace")) })
+	return wg.Wait
 }
 
 // heapProfile records the daemon's heap profile (--pprof) into
@@ -577,13 +592,18 @@ func parentPID(pid int) int {
 }
 
 // rssMiB reads a process's resident set size.
-func rssMiB(pid int) float64 {
+func rssMiB(pid int) float64 { return statusMiB(pid, "VmRSS:") }
+
+// statusMiB reads a size of /proc/PID/status: of the daemon's RSS, the
+// part that is its own memory (RssAnon) and the pages of its binary and
+// other files (RssFile), which the kernel can drop and read again.
+func statusMiB(pid int, field string) float64 {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			return float64(kb) / 1024
 		}

@@ -437,9 +437,15 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error
 	d.cfgStale = cfg == "" && stale
 	d.mapsStale = mapsStale
 	if d.cfgStale || d.mapsStale {
-		select {
-		case d.flushReq <- struct{}{}:
-		default:
+		d.lastStale.Store(time.Now().UnixNano())
+		// Run is woken once per flush, not on every endpoint change:
+		// each wake-up took the CPU from the change's own pass.
+		if !d.flushAsked {
+			d.flushAsked = true
+			select {
+			case d.flushReq <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return nil
@@ -448,6 +454,7 @@ func (d *Driver) writeFiles(next *state, cfg string, renderCfg, lazy bool) error
 // flushConfig writes the haproxy.cfg and map files that writeFiles left
 // for later.
 func (d *Driver) flushConfig() error {
+	d.flushAsked = false
 	if d.cur == nil {
 		return nil
 	}
@@ -467,7 +474,7 @@ func (d *Driver) flushConfig() error {
 	if err != nil {
 		return err
 	}
-	if err := d.sync(map[string]file{configFile: {data: []byte(cfg), mode: 0o640}}, false); err != nil {
+	if err := d.sync(map[string]file{configFile: configFileOf(cfg)}, false); err != nil {
 		return err
 	}
 	d.cfgStale = false

@@ -173,8 +173,13 @@ type Driver struct {
 	// has from the Runtime API (writeFiles).
 	mapsStale bool
 	// flushReq asks Run to write haproxy.cfg and the map files soon
-	// (buffered, one).
-	flushReq chan struct{}
+	// (buffered, one); flushAsked says it was sent since the last
+	// flushConfig, and lastStale when cfgStale or mapsStale was last set
+	// (UnixNano): later changes move the flush without waking Run (used
+	// under mu, but lastStale).
+	flushReq   chan struct{}
+	flushAsked bool
+	lastStale  atomic.Int64
 	// diskGen counts file writes; loadedGen is the generation the live
 	// HAProxy loaded (at start or at the last confirmed reload).
 	diskGen, loadedGen uint64

@@ -154,7 +154,7 @@ type unitDriver struct {
 
 // newUnitDriver builds a Driver around fakes, as if HAProxy ran the initial
 // empty configuration.
-func newUnitDriver(t *testing.T, o Options) *unitDriver {
+func newUnitDriver(t testing.TB, o Options) *unitDriver {
 	t.Helper()
 	dir := t.TempDir()
 	o.ConfigDir, o.RuntimeDir = filepath.Join(dir, "etc"), filepath.Join(dir, "run")

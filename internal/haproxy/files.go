@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // file is one file a state needs.
@@ -47,7 +48,7 @@ func (r renderer) stateFiles(st *state, cfg string, cache *renderCache) map[stri
 func (r renderer) stateFilesLazy(st *state, cfg string, cache *renderCache, lazyMaps bool) (out map[string]file, stale bool) {
 	out = map[string]file{}
 	if cfg != "" {
-		out[configFile] = file{data: []byte(cfg), mode: 0o640}
+		out[configFile] = configFileOf(cfg)
 	}
 	for _, name := range mapNames {
 		rel := filepath.Join(mapsDirName, name+".map")
@@ -79,6 +80,13 @@ func (r renderer) mapFiles(st *state, cache *renderCache) map[string]file {
 	return out
 }
 
+// configFileOf is haproxy.cfg as a file. Its data is cfg's own memory,
+// not a copy: at 10,000 backends the copy the writer keeps (diskFiles)
+// would be megabytes more, and file data is never changed.
+func configFileOf(cfg string) file {
+	return file{data: unsafe.Slice(unsafe.StringData(cfg), len(cfg)), mode: 0o640}
+}
+
 // checkFiles are the files `haproxy -c` needs to check st: all of them,
 // except that the map files only have to exist. The live HAProxy's maps
 // stay on disk until the check passes.
@@ -99,6 +107,14 @@ func (c *renderCache) mapFile(name string, m map[string]string) []byte {
 		return mapFile(m)
 	}
 	if e, ok := c.maps[name]; ok && mapsEqual(e.m, m) {
+		if !sameMap(e.m, m) {
+			// An equal map made afresh (a full Build) is the one to
+			// compare with from now on: the next call is then a pointer
+			// comparison, not one of 10,000 entries on every endpoint
+			// change, and the old map can be freed.
+			e.m = m
+			c.maps[name] = e
+		}
 		return e.data
 	}
 	if c.maps == nil {
@@ -140,17 +156,22 @@ func syncFiles(root string, want map[string]file, disk diskFiles, prune bool) er
 	for _, rel := range slices.Sorted(maps.Keys(want)) {
 		f := want[rel]
 		p := filepath.Join(root, rel)
-		if old, ok := disk[rel]; ok && (f.createOnly || old.mode == f.mode && bytes.Equal(old.data, f.data)) {
+		old, known := disk[rel]
+		if known && (f.createOnly || old.mode == f.mode && bytes.Equal(old.data, f.data)) {
 			continue
 		}
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			if f.createOnly {
-				continue
-			}
-			if st.Mode().Perm() == f.mode {
-				if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.data) {
-					disk[rel] = f
+		// A known file that differs is written without reading it first:
+		// haproxy.cfg is megabytes at 10,000 backends.
+		if !known {
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+				if f.createOnly {
 					continue
+				}
+				if st.Mode().Perm() == f.mode {
+					if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.data) {
+						disk[rel] = f
+						continue
+					}
 				}
 			}
 		}

@@ -1,6 +1,8 @@
 package haproxy
 
 import (
+	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,5 +87,20 @@ func TestRenderListsEveryFile(t *testing.T) {
 	slices.Sort(rendered)
 	if !slices.Equal(onDisk, rendered) {
 		t.Fatalf("on disk %q, Render %q", onDisk, rendered)
+	}
+}
+
+// TestMapFileCacheFollowsEqualMap: an equal map made afresh replaces the
+// cached one, so that the next look-up is by identity.
+func TestMapFileCacheFollowsEqualMap(t *testing.T) {
+	c := &renderCache{}
+	a := map[string]string{"a.test/": "ns_a_80"}
+	first := c.mapFile(model.MapExact, a)
+	b := maps.Clone(a)
+	if got := c.mapFile(model.MapExact, b); !bytes.Equal(got, first) {
+		t.Fatalf("equal map rendered %q, want %q", got, first)
+	}
+	if !sameMap(c.maps[model.MapExact].m, b) {
+		t.Error("the cache still compares with the first map")
 	}
 }

@@ -792,3 +792,27 @@ func TestIntegrationDrain(t *testing.T) {
 		t.Fatalf("the drained connection stays open: %v", err)
 	}
 }
+
+// TestIntegrationConfigFlushedAfterChanges: endpoint changes go out at
+// run time and haproxy.cfg catches up with the last of them once they
+// pause, although only the first one asked Run for the write.
+func TestIntegrationConfigFlushedAfterChanges(t *testing.T) {
+	h := startHAProxy(t, testLogger(t), nil)
+	a := upstream(t, "A")
+	applyOK(t, h.d, routes([]*model.Backend{backendOf("ns_a_80", 4, a)}, nil, map[string]string{"a.test/": "ns_a_80"}))
+	var last model.Endpoint
+	for i := range 5 {
+		last = model.Endpoint{Address: "127.0.0.1", Port: 21000 + i}
+		res := applyOK(t, h.d, routes([]*model.Backend{backendOf("ns_a_80", 4, a, last)}, nil, map[string]string{"a.test/": "ns_a_80"}))
+		if res.Reloaded {
+			t.Fatalf("change %d reloaded: %s", i, res.Reason)
+		}
+	}
+	want := fmt.Sprintf(" 127.0.0.1:%d", last.Port)
+	eventually(t, 30*time.Second, func() error {
+		if cfg := readConfigFile(t, h.d); !strings.Contains(cfg, want) {
+			return fmt.Errorf("haproxy.cfg lacks the last endpoint %s", want)
+		}
+		return nil
+	})
+}

@@ -217,6 +217,17 @@ func (d *Driver) supervise(ctx context.Context, p *process, signalReady func()) 
 			}
 			flush.Reset(max(0, min(flushQuiet, flushMaxDelay-now.Sub(firstPending))))
 		case <-flush.C:
+			// Changes since the request move the flush on, as a
+			// request for each of them would have.
+			now := time.Now()
+			due := time.Unix(0, d.lastStale.Load()).Add(flushQuiet)
+			if latest := firstPending.Add(flushMaxDelay); latest.Before(due) {
+				due = latest
+			}
+			if !firstPending.IsZero() && due.After(now) {
+				flush.Reset(due.Sub(now))
+				continue
+			}
 			firstPending = time.Time{}
 			d.flushLocked()
 		case <-health:

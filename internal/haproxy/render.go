@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	parser "github.com/haproxytech/client-native/v6/config-parser"
 	"github.com/haproxytech/client-native/v6/config-parser/common"
@@ -102,9 +103,11 @@ func (r renderer) config(st *state, cache *renderCache) (string, error) {
 	for _, t := range texts {
 		b.WriteString(t)
 	}
+	cfg := b.String()
 	cache.prune(st)
-	cache.size = b.Len()
-	return b.String(), nil
+	cache.adopt(cfg, head, names, texts, st.spares.count)
+	cache.size = len(cfg)
+	return cfg, nil
 }
 
 // renderHead renders global, defaults and the frontends.
@@ -259,8 +262,35 @@ func (c *renderCache) backend(r renderer, name string, b *backend) (string, erro
 	if c.entries == nil {
 		c.entries = map[string]cachedBackend{}
 	}
-	c.entries[name] = cachedBackend{spec: spec, slots: slices.Clone(slots), text: text}
+	// A state's slot lists are never changed once made (assignSlots
+	// makes new ones): the entry shares the list.
+	c.entries[name] = cachedBackend{spec: spec, slots: slots, text: text}
 	return text, nil
+}
+
+// adopt points the cached texts into cfg, the configuration just made of
+// them, so that the sections are held once rather than twice: at 10,000
+// backends the separate texts are as large as haproxy.cfg itself. The
+// texts a render made afresh become garbage, and cfg stays alive only
+// until the next render points the cache elsewhere.
+func (c *renderCache) adopt(cfg, head string, names, texts []string, spares int) {
+	if unsafe.StringData(c.headText) == unsafe.StringData(head) {
+		c.headText = cfg[:len(head)]
+	}
+	off := len(head)
+	for i, t := range texts {
+		name := ""
+		if i < len(names) {
+			name = names[i]
+		} else {
+			name = spareName(i - len(names))
+		}
+		if e, ok := c.entries[name]; ok && len(e.text) == len(t) && unsafe.StringData(e.text) == unsafe.StringData(t) {
+			e.text = cfg[off : off+len(t)]
+			c.entries[name] = e
+		}
+		off += len(t)
+	}
 }
 
 // prune forgets backends st does not have.

@@ -335,6 +335,11 @@ func mapsEqual(a, b map[string]string) bool {
 	return sameMap(a, b) || maps.Equal(a, b)
 }
 
+// sameSlice reports whether a and b are the very same list.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
 type checkedEndpoints struct {
 	src      []model.Endpoint // a copy: the caller's list may be reused
 	eps      []model.Endpoint
@@ -342,23 +347,40 @@ type checkedEndpoints struct {
 }
 
 // checkEndpoints keeps b's endpoints that are an IP address and a port,
-// in canonical form, each once.
+// in canonical form, each once. When all of them are, which is the rule,
+// it returns b.Endpoints itself, and an address already in canonical form
+// is kept as the model's string: at 100,000 endpoints, copies of either
+// would be megabytes held for nothing.
 func checkEndpoints(b *model.Backend, reject func(format string, args ...any)) []model.Endpoint {
-	seen := map[epKey]bool{}
-	var eps []model.Endpoint
-	for _, e := range b.Endpoints {
+	seen := make(map[epKey]bool, len(b.Endpoints))
+	eps := b.Endpoints[:0:0]
+	same := true
+	for i, e := range b.Endpoints {
 		ip := net.ParseIP(e.Address)
 		if ip == nil || e.Port < 1 || e.Port > 65535 {
 			reject("backend %s: endpoint %s port %d is not an IP address and port", b.Name, e.Address, e.Port)
+		} else if s := ip.String(); s != e.Address {
+			e.Address = s
+		} else if !seen[endpointKey(e)] {
+			seen[endpointKey(e)] = true
+			if !same {
+				eps = append(eps, e)
+			}
 			continue
 		}
-		e.Address = ip.String()
-		k := endpointKey(e)
-		if seen[k] {
+		// Not kept as it is: from here on eps is a list of its own.
+		if same {
+			same = false
+			eps = slices.Clone(b.Endpoints[:i])
+		}
+		if ip == nil || e.Port < 1 || e.Port > 65535 || seen[endpointKey(e)] {
 			continue
 		}
-		seen[k] = true
+		seen[endpointKey(e)] = true
 		eps = append(eps, e)
+	}
+	if same {
+		return b.Endpoints
 	}
 	return eps
 }
@@ -586,6 +608,10 @@ func checkBackend(b *model.Backend, pm memoBackend, known bool) memoBackend {
 		before := len(problems)
 		ce = checkedEndpoints{src: slices.Clone(b.Endpoints)}
 		ce.eps = checkEndpoints(b, reject)
+		if sameSlice(ce.eps, b.Endpoints) {
+			// Nothing dropped or rewritten: one copy serves as both.
+			ce.eps = ce.src
+		}
 		ce.problems = slices.Clip(problems[before:])
 	}
 	spec.Slots = max(spec.Slots, len(ce.eps))

@@ -121,7 +121,7 @@ func (d *Driver) check(ctx context.Context, st *state) (cfg string, err error) {
 	if err := d.sync(d.rend.checkFiles(st), false); err != nil {
 		return "", err
 	}
-	tmp, err := writeTemp(d.paths.config, []byte(cfg))
+	tmp, err := writeTemp(d.paths.config, configFileOf(cfg).data)
 	if err != nil {
 		return "", err
 	}

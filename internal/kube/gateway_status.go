@@ -15,12 +15,23 @@ import (
 // ServeGatewayAPI hands the writer the Gateway API status the model wants.
 func (s *StatusWriter) ServeGatewayAPI(st model.GatewayAPIStatus) {
 	s.mu.Lock()
+	// Without Gateway API objects before and now there is nothing to
+	// write: waking the writer on every pass (every endpoint change)
+	// would only compete with the pass for the CPU.
+	idle := s.gateway != nil && s.gateway.Controller == st.Controller && noGatewayAPI(*s.gateway) && noGatewayAPI(st)
 	s.gateway = &st
 	s.mu.Unlock()
+	if idle {
+		return
+	}
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+func noGatewayAPI(st model.GatewayAPIStatus) bool {
+	return len(st.Classes)+len(st.Gateways)+len(st.HTTPRoutes)+len(st.TLSRoutes)+len(st.TCPRoutes)+len(st.GRPCRoutes) == 0
 }
 
 // syncGatewayAPI writes the status of our GatewayClasses, Gateways and

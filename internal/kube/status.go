@@ -130,7 +130,9 @@ func (s *StatusWriter) Serve(refs []model.ObjectRef) {
 			s.served[r] = true
 		}
 		s.all = true
-	} else {
+	} else if len(refs) != len(s.servedList) || len(refs) > 0 && &refs[0] != &s.servedList[0] {
+		// The model hands over the very same list when no Ingress
+		// changed (an endpoint change): nothing to compare then.
 		diffSorted(s.servedList, refs, func(r model.ObjectRef, in bool) {
 			if in {
 				s.served[r] = true

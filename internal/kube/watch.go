@@ -195,11 +195,25 @@ func (w *Watcher) notify(inf cache.SharedIndexInformer) cache.SharedIndexInforme
 		w.signal()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
-		UpdateFunc: func(any, any) { changed() },
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(old, cur any) {
+			if !resynced(old, cur) {
+				changed()
+			}
+		},
 		DeleteFunc: func(any) { changed() },
 	})
 	return inf
+}
+
+// resynced reports an update that is the informer's periodic resync of an
+// unchanged object. At 10,000 Services one would otherwise make a full
+// Build, and of as many EndpointSlices a refresh of every backend, every
+// resync period, for nothing: the caches hold what they held.
+func resynced(old, cur any) bool {
+	a, ok1 := old.(metav1.Object)
+	b, ok2 := cur.(metav1.Object)
+	return ok1 && ok2 && a.GetResourceVersion() != "" && a.GetResourceVersion() == b.GetResourceVersion()
 }
 
 // notifyIngresses records Ingress changes apart from the others: the model
@@ -294,8 +308,12 @@ func (w *Watcher) notifySlices(inf cache.SharedIndexInformer) cache.SharedIndexI
 		w.signal()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { changed(o) },
-		UpdateFunc: func(old, cur any) { changed(old, cur) },
+		AddFunc: func(o any) { changed(o) },
+		UpdateFunc: func(old, cur any) {
+			if !resynced(old, cur) {
+				changed(old, cur)
+			}
+		},
 		DeleteFunc: func(o any) { changed(o) },
 	})
 	return inf

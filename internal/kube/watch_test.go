@@ -239,3 +239,33 @@ func TestStatusOnly(t *testing.T) {
 		t.Error("statusOnly is about Ingresses only")
 	}
 }
+
+// TestResynced: an informer's periodic resync (the same resourceVersion)
+// is no change; a real update, or objects without a version (fake
+// clients), are.
+func TestResynced(t *testing.T) {
+	svc := func(rv string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: rv}}
+	}
+	sl := func(rv string) *discoveryv1.EndpointSlice {
+		s := testSlice("ns", "web-abc", "web")
+		s.ResourceVersion = rv
+		return s
+	}
+	for _, c := range []struct {
+		name     string
+		old, cur any
+		want     bool
+	}{
+		{"service resync", svc("7"), svc("7"), true},
+		{"slice resync", sl("7"), sl("7"), true},
+		{"service update", svc("7"), svc("8"), false},
+		{"slice update", sl("7"), sl("8"), false},
+		{"no version", svc(""), svc(""), false},
+		{"tombstone", cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: svc("7")}, svc("7"), false},
+	} {
+		if got := resynced(c.old, c.cur); got != c.want {
+			t.Errorf("%s: resynced = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

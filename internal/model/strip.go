@@ -52,9 +52,19 @@ func StripUnread(obj any) (any, error) {
 		} else {
 			o.Labels = nil
 		}
+		// The addresses of all endpoints share one array: one allocation
+		// per slice instead of one per endpoint, 100,000 fewer objects
+		// for the collector to trace at 100,000 endpoints.
+		n := 0
+		for _, ep := range o.Endpoints {
+			n += len(ep.Addresses)
+		}
+		addrs := make([]string, 0, n)
 		for i := range o.Endpoints {
 			ep := &o.Endpoints[i]
-			*ep = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: discoveryv1.EndpointConditions{
+			from := len(addrs)
+			addrs = append(addrs, ep.Addresses...)
+			*ep = discoveryv1.Endpoint{Addresses: addrs[from:len(addrs):len(addrs)], Conditions: discoveryv1.EndpointConditions{
 				Ready: sharedBool(ep.Conditions.Ready), Serving: sharedBool(ep.Conditions.Serving), Terminating: sharedBool(ep.Conditions.Terminating)}}
 		}
 	}

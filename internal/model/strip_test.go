@@ -3,6 +3,7 @@ package model
 import (
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,14 +51,19 @@ func TestStripUnread(t *testing.T) {
 	sl := endpointSlice("ns", "web", "web-1", discoveryv1.AddressTypeIPv4, "http", 8080, endpoint("198.18.0.1", "ready"))
 	sl.Labels["app"] = "web"
 	sl.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "x"}
+	sl.Endpoints = append(sl.Endpoints, endpoint("198.18.0.2", "ready"))
+	sl.Endpoints[1].Addresses = append(sl.Endpoints[1].Addresses, "198.18.0.3")
 	sl.Endpoints[0].NodeName = &node
 	sl.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-abc"}
 	if _, err := StripUnread(sl); err != nil {
 		t.Fatal(err)
 	}
 	if len(sl.Labels) != 1 || sl.Labels[discoveryv1.LabelServiceName] != "web" || sl.Annotations != nil ||
-		sl.Endpoints[0].NodeName != nil || sl.Endpoints[0].TargetRef != nil || sl.Endpoints[0].Addresses[0] != "198.18.0.1" || len(sl.Ports) != 1 {
+		sl.Endpoints[0].NodeName != nil || sl.Endpoints[0].TargetRef != nil || len(sl.Ports) != 1 {
 		t.Errorf("EndpointSlice after strip: %+v", sl)
+	}
+	if a, b := sl.Endpoints[0].Addresses, sl.Endpoints[1].Addresses; !slices.Equal(a, []string{"198.18.0.1"}) || !slices.Equal(b, []string{"198.18.0.2", "198.18.0.3"}) || cap(a) != 1 {
+		t.Errorf("EndpointSlice addresses after strip: %q (cap %d), %q", a, cap(a), b)
 	}
 }
 
