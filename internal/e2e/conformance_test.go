@@ -157,6 +157,7 @@ var conformanceSubset = []string{
 	"TCPRouteParentRefAttachAll",
 	"TCPRouteParentRefPortAndSectionName",
 	"TCPRouteReferenceGrant",
+	"TCPRouteWeightedRouting",
 	"TLSRouteInvalidBackendRefNonexistent",
 	"TLSRouteInvalidBackendRefUnknownKind",
 	"TLSRouteInvalidNoMatchingListener",

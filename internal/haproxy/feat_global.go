@@ -116,12 +116,41 @@ func (r renderer) headFeatures(text string, st *state) string {
 			fmt.Fprintf(&b, "  bind %s%s\n", net.JoinHostPort(h, strconv.Itoa(t.Port)), r.tcpBindTLS(t))
 		}
 		b.WriteString(r.tcpLogLine(g, logging))
-		fmt.Fprintf(&b, "  default_backend %s\n", t.Backend)
+		b.WriteString(tcpBackendLines(t))
 	}
 	if r.passthroughOn(st) {
 		b.WriteString(r.passthroughSections(st, logging))
 	}
 	return b.String()
+}
+
+// tcpBackendLines route a TCP service's connections. Weighted shares
+// draw one number below the sum of the weights per connection and map
+// consecutive ranges to the shares in order: use_backend rules take the
+// first matching range, and a refused share's range is rejected before
+// them.
+func tcpBackendLines(t model.TCPService) string {
+	if len(t.Shares) < 2 {
+		return fmt.Sprintf("  default_backend %s\n", t.Backend)
+	}
+	total := 0
+	for _, sh := range t.Shares {
+		total += sh.Weight
+	}
+	var rules, refuse strings.Builder
+	fmt.Fprintf(&refuse, "  tcp-request content set-var(sess.tcp_share) rand(%d)\n", total)
+	lo := 0
+	for _, sh := range t.Shares {
+		hi := lo + sh.Weight
+		switch {
+		case sh.Backend == "":
+			fmt.Fprintf(&refuse, "  tcp-request content reject if { var(sess.tcp_share) -m int ge %d } { var(sess.tcp_share) -m int lt %d }\n", lo, hi)
+		case sh.Backend != t.Backend:
+			fmt.Fprintf(&rules, "  use_backend %s if { var(sess.tcp_share) -m int lt %d }\n", sh.Backend, hi)
+		}
+		lo = hi
+	}
+	return refuse.String() + rules.String() + fmt.Sprintf("  default_backend %s\n", t.Backend)
 }
 
 // syslogLine renders one syslog-server as a global log directive.

@@ -51,6 +51,8 @@ func featureExtras(want *model.Desired, st *state, cs captureSize, reject func(s
 			reject("TCP service port %d is not valid or appears twice; ignored", t.Port)
 		case b == nil || !b.spec.TCP:
 			reject("TCP service port %d: backend %q is not a TCP backend; ignored", t.Port, t.Backend)
+		case !tcpSharesValid(t, st):
+			reject("TCP service port %d: a weighted backend is not a TCP backend or a weight is not positive; ignored", t.Port)
 		case t.SSL && (want.TLS.Default == nil || !safePEM(want.TLS.Default.PEM)):
 			reject("TCP service port %d: TLS termination needs the default certificate, which is missing; the port is not served", t.Port)
 		default:
@@ -61,6 +63,17 @@ func featureExtras(want *model.Desired, st *state, cs captureSize, reject func(s
 	e.captures, e.captureLen = cs.n, cs.length
 	e.gwBinds = gatewayBinds(want.GatewayBinds, reject)
 	return e
+}
+
+// tcpSharesValid tells whether each weighted share of t has a positive
+// weight and a TCP backend or none (refused).
+func tcpSharesValid(t model.TCPService, st *state) bool {
+	for _, sh := range t.Shares {
+		if b := st.backends[sh.Backend]; sh.Weight <= 0 || sh.Backend != "" && (b == nil || !b.spec.TCP) {
+			return false
+		}
+	}
+	return true
 }
 
 // captureSize is how many request-capture slots the http frontend

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -265,5 +266,8 @@ func dumpGlobalFeatures(w *strings.Builder, d *Desired) {
 			ssl = " ssl"
 		}
 		fmt.Fprintf(w, "  tcp-service %d%s -> %s\n", t.Port, ssl, t.Backend)
+		for _, sh := range t.Shares {
+			fmt.Fprintf(w, "    share %d -> %s\n", sh.Weight, cmp.Or(sh.Backend, "(refused)"))
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -211,7 +212,7 @@ func TestTCPServices(t *testing.T) {
 		{Port: 15439, Backend: "tcp15439_db_pg_sql", SSL: true},
 		{Port: 15442, Backend: "tcp15442_db_pg_5432"},
 	}
-	if !slices.Equal(d.TCPServices, want) {
+	if !reflect.DeepEqual(d.TCPServices, want) {
 		t.Fatalf("tcp services %+v, want %+v", d.TCPServices, want)
 	}
 	b := backendByName(t, d, "tcp15432_db_pg_5432")

@@ -25,6 +25,18 @@ type TCPService struct {
 	Backend string
 	// SSL terminates TLS on Port with the default certificate.
 	SSL bool
+	// Shares, when there are several, split the connections by weight
+	// (a TCPRoute's weighted backendRefs): a share's Backend gets Weight
+	// of every sum-of-weights connections, and a share with no Backend
+	// (a backendRef that does not resolve) has its connections refused.
+	// Backend is then the last share that has one.
+	Shares []TCPShare
+}
+
+// TCPShare is one weighted backend of a TCPService.
+type TCPShare struct {
+	Backend string
+	Weight  int
 }
 
 // tcpOptions splits what follows NS/SERVICE: in a TCP service entry: PORT,

@@ -17,7 +17,9 @@ import (
 // the same map and mode tcp backends as the ssl-passthrough annotation: a
 // new hostname is a map entry, with no reload. A TCPRoute attached to a
 // TCP listener is that listener port's backend, served by a mode tcp
-// frontend of the port like a --configmap-tcp-services entry.
+// frontend of the port like a --configmap-tcp-services entry; several
+// weighted backendRefs split the port's connections by weight in that
+// frontend, so a weight change is a reload.
 //
 // Ingresses win, as for HTTPRoutes: a host an Ingress passes through and a
 // port the tcp-services ConfigMap serves stay theirs. Among routes the
@@ -36,11 +38,11 @@ func (r l4Route) ref() ObjectRef {
 	return ObjectRef{Kind: string(r.kind), Namespace: r.meta.Namespace, Name: r.meta.Name}
 }
 
-// gwTCPPort is a TCP listener port's backend.
+// gwTCPPort is a TCP listener port's backends: refs with their weights,
+// where a ref with no base does not resolve and its share is refused.
 type gwTCPPort struct {
-	route         ObjectRef
-	ns, svc, base string
-	port          int32
+	route ObjectRef
+	refs  []routeRef
 }
 
 func olderMeta(x, y *metav1.ObjectMeta) int {
@@ -157,7 +159,7 @@ func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, cont
 	}
 	resolved := cond(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
 	if len(matched) > 0 {
-		be, rr, why := b.l4Backend(r)
+		refs, rr, why := b.l4Backends(r)
 		switch {
 		case why != "":
 			b.problem(r.ref(), ReasonUnsupportedRouteRule, "%s; the route is not served", why)
@@ -166,15 +168,20 @@ func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, cont
 					parents[i].Conditions[0] = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), why, gen)
 				}
 			}
-		case rr != nil:
+		case r.kind == "TLSRoute" && rr != nil:
 			resolved = *rr
-			if r.kind == "TLSRoute" {
-				b.tlsRouteHosts(r, nil, hosts)
-			}
+			b.tlsRouteHosts(r, nil, hosts)
 		case r.kind == "TLSRoute":
-			b.tlsRouteHosts(r, &be, hosts)
+			b.tlsRouteHosts(r, &refs[0], hosts)
 		default:
-			b.tcpRoutePorts(r, be, matched)
+			if rr != nil {
+				resolved = *rr
+			}
+			// With no backendRef that resolves, nothing listens on the
+			// port: its connections are refused.
+			if slices.ContainsFunc(refs, func(x routeRef) bool { return x.base != "" }) {
+				b.tcpRoutePorts(r, refs, matched)
+			}
 		}
 	}
 	for i := range parents {
@@ -183,20 +190,53 @@ func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, cont
 	return RouteStatus{Namespace: r.meta.Namespace, Name: r.meta.Name, Parents: parents}, true
 }
 
-// l4Backend resolves the one Service backendRef an L4 route may have.
-func (b *builder) l4Backend(r l4Route) (be routeRef, rr *metav1.Condition, why string) {
-	var refs []gwv1.BackendRef
+// l4Backends resolves the Service backendRefs of non-zero weight of an L4
+// route: one for a TLSRoute, one or more for a TCPRoute. A ref that does
+// not resolve keeps its weight but no base, and rr is the
+// ResolvedRefs=False condition of the first such ref. A TLSRoute with an
+// unresolved ref gets no refs.
+func (b *builder) l4Backends(r l4Route) (refs []routeRef, rr *metav1.Condition, why string) {
+	var brs []gwv1.BackendRef
 	for _, rule := range r.rules {
 		for _, br := range rule {
 			if br.Weight == nil || *br.Weight > 0 {
-				refs = append(refs, br)
+				brs = append(brs, br)
 			}
 		}
 	}
-	if len(refs) != 1 {
-		return be, nil, fmt.Sprintf("a %s is served with exactly one backendRef of non-zero weight", r.kind)
+	switch {
+	case r.kind == "TLSRoute" && len(brs) != 1:
+		return nil, nil, "a TLSRoute is served with exactly one backendRef of non-zero weight"
+	case len(brs) == 0:
+		return nil, nil, "a TCPRoute is served with at least one backendRef of non-zero weight"
 	}
-	br := refs[0].BackendObjectReference
+	for _, br := range brs {
+		be, c, why := b.l4Backend(r, br.BackendObjectReference)
+		if why != "" {
+			return nil, nil, why
+		}
+		if c != nil && rr == nil {
+			rr = c
+		}
+		be.weight = 1
+		if br.Weight != nil {
+			be.weight = *br.Weight
+		}
+		// The same Service port twice is one share of both weights.
+		if i := slices.IndexFunc(refs, func(x routeRef) bool { return be.base != "" && x.base == be.base }); i >= 0 {
+			refs[i].weight += be.weight
+			continue
+		}
+		refs = append(refs, be)
+	}
+	if r.kind == "TLSRoute" && rr != nil {
+		return nil, rr, ""
+	}
+	return refs, rr, ""
+}
+
+// l4Backend resolves one Service backendRef of an L4 route.
+func (b *builder) l4Backend(r l4Route, br gwv1.BackendObjectReference) (be routeRef, rr *metav1.Condition, why string) {
 	ns, gen := r.meta.Namespace, r.meta.Generation
 	if br.Namespace != nil {
 		ns = string(*br.Namespace)
@@ -269,7 +309,7 @@ func (b *builder) tlsRouteHosts(r l4Route, be *routeRef, hosts []string) {
 
 // tcpRoutePorts makes the route the backend of its TCP listeners' ports
 // that no older route serves.
-func (b *builder) tcpRoutePorts(r l4Route, be routeRef, matched []*listenerState) {
+func (b *builder) tcpRoutePorts(r l4Route, refs []routeRef, matched []*listenerState) {
 	ref := r.ref()
 	if b.gwTCP == nil {
 		b.gwTCP = map[int]gwTCPPort{}
@@ -282,7 +322,7 @@ func (b *builder) tcpRoutePorts(r l4Route, be routeRef, matched []*listenerState
 			}
 			continue
 		}
-		b.gwTCP[port] = gwTCPPort{route: ref, ns: be.ns, svc: be.svc, base: be.base, port: be.port}
+		b.gwTCP[port] = gwTCPPort{route: ref, refs: refs}
 	}
 }
 
@@ -294,13 +334,25 @@ func (b *builder) gatewayTCPServices() {
 	}
 	for _, port := range slices.Sorted(maps.Keys(b.gwTCP)) {
 		c := b.gwTCP[port]
-		name := fmt.Sprintf("tcp%d_%s_%s_%d", port, c.ns, c.svc, c.port)
-		be := b.finishBackend(&backendState{name: name, base: c.base, namespace: c.ns, service: c.svc,
-			port: networkingv1.ServiceBackendPort{Number: c.port}, routes: []ObjectRef{c.route}})
-		be.TCP = true
-		be.HTTP = HTTPRules{}
-		b.d.Backends = append(b.d.Backends, be)
-		b.d.TCPServices = append(b.d.TCPServices, TCPService{Port: port, Backend: name})
+		t := TCPService{Port: port}
+		for _, ref := range c.refs {
+			if ref.base == "" {
+				t.Shares = append(t.Shares, TCPShare{Weight: int(ref.weight)})
+				continue
+			}
+			name := fmt.Sprintf("tcp%d_%s_%s_%d", port, ref.ns, ref.svc, ref.port)
+			be := b.finishBackend(&backendState{name: name, base: ref.base, namespace: ref.ns, service: ref.svc,
+				port: networkingv1.ServiceBackendPort{Number: ref.port}, routes: []ObjectRef{c.route}})
+			be.TCP = true
+			be.HTTP = HTTPRules{}
+			b.d.Backends = append(b.d.Backends, be)
+			t.Backend = name
+			t.Shares = append(t.Shares, TCPShare{Backend: name, Weight: int(ref.weight)})
+		}
+		if len(t.Shares) == 1 {
+			t.Shares = nil
+		}
+		b.d.TCPServices = append(b.d.TCPServices, t)
 	}
 	slices.SortFunc(b.d.Backends, func(x, y *Backend) int { return strings.Compare(x.Name, y.Name) })
 	slices.SortFunc(b.d.TCPServices, func(x, y TCPService) int { return x.Port - y.Port })
