@@ -141,8 +141,8 @@ type gwAddress struct {
 	cond *metav1.Condition
 }
 
-// assignGatewayAddresses gives each Gateway an address of the pool, the
-// oldest Gateways first: the one spec.addresses asks for, else the one
+// assignGatewayAddresses gives each Gateway without a TLS or TCP listener
+// an address of the pool, the oldest Gateways first: the one spec.addresses asks for, else the one
 // its status already names (so an address stays with its Gateway when an
 // older one goes), else the first free one.
 func (b *builder) assignGatewayAddresses(gws []*gwv1.Gateway) {
@@ -153,9 +153,23 @@ func (b *builder) assignGatewayAddresses(gws []*gwv1.Gateway) {
 	for _, a := range b.o.GatewayAddresses {
 		pool[a.Unmap()] = true
 	}
-	byAge := slices.Clone(gws)
-	slices.SortStableFunc(byAge, func(x, y *gwv1.Gateway) int { return olderMeta(&x.ObjectMeta, &y.ObjectMeta) })
 	b.gwAddrs = map[nsName]gwAddress{}
+	// The SNI passthrough frontend and the TCP frontends are bound on the
+	// edge's addresses only: a Gateway with a TLS or TCP listener keeps
+	// them, so that its status never names an address one of its
+	// listeners does not answer on.
+	byAge := slices.DeleteFunc(slices.Clone(gws), func(gw *gwv1.Gateway) bool {
+		if !slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.TLSProtocolType || l.Protocol == gwv1.TCPProtocolType }) {
+			return false
+		}
+		if len(gw.Spec.Addresses) > 0 {
+			c := cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotUsable),
+				"a Gateway with a TLS or TCP listener is served on the edge's own addresses, not on --gateway-addresses", gw.Generation)
+			b.gwAddrs[nsName{gw.Namespace, gw.Name}] = gwAddress{cond: &c}
+		}
+		return true
+	})
+	slices.SortStableFunc(byAge, func(x, y *gwv1.Gateway) int { return olderMeta(&x.ObjectMeta, &y.ObjectMeta) })
 	taken := map[netip.Addr]nsName{}
 	give := func(gw *gwv1.Gateway, a netip.Addr) {
 		k := nsName{gw.Namespace, gw.Name}
