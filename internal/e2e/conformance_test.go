@@ -93,7 +93,7 @@ var conformanceSkips = map[string]string{}
 
 // conformanceSubset is what `make test` runs: every test of the suite
 // Perimeter passes (GATEWAY-HTTP core and extended, GATEWAY-GRPC,
-// GATEWAY-TLS and GATEWAY-TCP core), in about two minutes.
+// GATEWAY-TLS and GATEWAY-TCP core), in about three minutes.
 // The full suite runs with PERIMETER_CONFORMANCE=full (`make conformance`).
 var conformanceSubset = []string{
 	"GRPCExactMethodMatching",
@@ -153,6 +153,7 @@ var conformanceSubset = []string{
 	"HTTPRouteWeight",
 	"TCPRouteInvalidBackendRefNonexistent",
 	"TCPRouteInvalidCrossNamespaceBackendRef",
+	"TCPRouteInvalidNonTCPListener",
 	"TCPRouteMultipleRoutesAttachment",
 	"TCPRouteParentRefAttachAll",
 	"TCPRouteParentRefPortAndSectionName",
