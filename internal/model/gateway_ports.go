@@ -159,7 +159,9 @@ func (b *builder) assignGatewayAddresses(gws []*gwv1.Gateway) {
 	// them, so that its status never names an address one of its
 	// listeners does not answer on.
 	byAge := slices.DeleteFunc(slices.Clone(gws), func(gw *gwv1.Gateway) bool {
-		if !slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.TLSProtocolType || l.Protocol == gwv1.TCPProtocolType }) {
+		if !slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool {
+			return l.Protocol == gwv1.TLSProtocolType || l.Protocol == gwv1.TCPProtocolType
+		}) {
 			return false
 		}
 		if len(gw.Spec.Addresses) > 0 {
