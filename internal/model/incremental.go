@@ -1,12 +1,14 @@
 package model
 
 import (
+	"cmp"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Incremental Ingress updates. At thousands of Ingresses a full Build costs
@@ -75,19 +77,24 @@ func restOf(s *Snapshot) snapshotRest {
 // by one; a larger change is a full Build's work anyway.
 const maxIncremental = 256
 
-// hasGatewayAPIObjects: routes of every kind share hosts, backends and maps
-// with Ingresses (certificates and passthrough hosts too); Namespaces alone
-// do not count.
-func hasGatewayAPIObjects(s *Snapshot) bool {
-	return len(s.GatewayClasses)+len(s.Gateways)+len(s.HTTPRoutes)+len(s.GRPCRoutes)+
-		len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.ReferenceGrants) > 0
+// servesGatewayAPI: routes of every kind share hosts, backends and maps
+// with Ingresses (certificates and passthrough hosts too), once a
+// GatewayClass of this controller exists. Other controllers' classes, and
+// the routes and Gateways that only they serve, change nothing here (a
+// cluster often runs a mesh or another gateway beside the edge), and
+// Namespaces alone do not count.
+func servesGatewayAPI(s *Snapshot, o Options) bool {
+	controller := cmp.Or(o.GatewayController, DefaultGatewayController)
+	return slices.ContainsFunc(s.GatewayClasses, func(gc *gwv1.GatewayClass) bool {
+		return gc != nil && string(gc.Spec.ControllerName) == controller
+	})
 }
 
 func newIngressIndex(b *builder, served []*networkingv1.Ingress) *ingressIndex {
 	s := b.s
 	// HTTPRoutes share hosts, backends and maps with Ingresses in ways
 	// the plain-Ingress rules above do not cover.
-	if hasGatewayAPIObjects(s) {
+	if servesGatewayAPI(s, b.o) {
 		return nil
 	}
 	x := &ingressIndex{
@@ -172,7 +179,7 @@ func updateIngresses(prev *Desired, s *Snapshot, o Options) *Desired {
 	if x == nil || x.owner != prev || restOf(s) != x.rest || !reflect.DeepEqual(o, x.b.o) {
 		return nil
 	}
-	if hasGatewayAPIObjects(s) {
+	if servesGatewayAPI(s, o) {
 		return nil
 	}
 	var changes []ingressChange

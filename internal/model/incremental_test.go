@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // sameDesired compares two results, leaving out the index kept for
@@ -445,5 +447,38 @@ func TestUpdateIngressesNewHost(t *testing.T) {
 	}
 	if !sameDesired(got, Build(&s2, Options{})) {
 		t.Fatal("differs from Build")
+	}
+}
+
+// TestUpdateIngressesBesideOtherGateways: another controller's
+// GatewayClass, Gateway and HTTPRoute (a mesh or a second gateway in the
+// cluster) leave the incremental path open; a class of this controller
+// closes it.
+func TestUpdateIngressesBesideOtherGateways(t *testing.T) {
+	s := plainSnapshot(20)
+	s.GatewayClasses = []*gwv1.GatewayClass{{ObjectMeta: metav1.ObjectMeta{Name: "mesh"},
+		Spec: gwv1.GatewayClassSpec{ControllerName: "example.net/mesh"}}}
+	s.Gateways = []*gwv1.Gateway{{ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "ns-1"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "mesh", Listeners: []gwv1.Listener{{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80}}}}}
+	s.HTTPRoutes = []*gwv1.HTTPRoute{{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns-1"},
+		Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Hostnames: []gwv1.Hostname{"mesh.example.com"}}}}
+	prev := Build(s, Options{})
+	s2 := *s
+	s2.Ingresses = append(slices.Clone(s.Ingresses), ingress("ns-7", "new", 9999, rule("new.example.com", path("/", "Prefix", "app-7", "http"))))
+	got := updateIngresses(prev, &s2, Options{})
+	if got == nil {
+		t.Fatal("another controller's Gateway API objects took the incremental path away")
+	}
+	if !sameDesired(got, Build(&s2, Options{})) {
+		t.Fatal("differs from Build")
+	}
+	ours := *s
+	ours.GatewayClasses = append(slices.Clone(s.GatewayClasses), &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "edge"},
+		Spec: gwv1.GatewayClassSpec{ControllerName: DefaultGatewayController}})
+	prev = Build(&ours, Options{})
+	ours.Ingresses = s2.Ingresses
+	if updateIngresses(prev, &ours, Options{}) != nil {
+		t.Fatal("applied incrementally beside a GatewayClass of this controller")
 	}
 }
