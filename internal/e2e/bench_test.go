@@ -30,7 +30,7 @@ func BenchmarkEndpointConvergence(b *testing.B) {
 			svc.SetEndpoints(b, next.Endpoint())
 			// Poll as fast as requests go: the figure includes one request's
 			// round trip, which is what a client would see.
-			testenv.Eventually(b, 10*time.Second, func() error {
+			testenv.Converge(b, 10*time.Second, func() error {
 				r, err := d.get("bench.test", "/")
 				if err != nil {
 					return err
@@ -67,7 +67,7 @@ func BenchmarkNewHostConvergence(b *testing.B) {
 			host := fmt.Sprintf("h%d-%d.test", i, h)
 			start := time.Now()
 			e.ingress(fmt.Sprintf("h%d-%d", i, h), nil, rule{host: host, path: "/", service: "app"})
-			testenv.Eventually(b, 10*time.Second, func() error {
+			testenv.Converge(b, 10*time.Second, func() error {
 				r, err := d.get(host, "/")
 				if err != nil {
 					return err

@@ -470,7 +470,7 @@ func BenchmarkHTTPRouteConvergence(b *testing.B) {
 	d.expect("warm.example.com", "/w", 200, pods[0].Name)
 	update := func(change func(r *gwv1.HTTPRoute)) { updateRoute(b, gw, e.ns, "bench", change) }
 	wait := func(host, path, pod string) {
-		testenv.Eventually(b, 10*time.Second, func() error {
+		testenv.Converge(b, 10*time.Second, func() error {
 			r, err := d.get(host, path)
 			if err != nil {
 				return err

@@ -270,7 +270,7 @@ func runScale(b *testing.B, n int) {
 		addr := scaleAddr(c%scalePods, 4001+c%90)
 		start := time.Now()
 		svc0.SetEndpoints(b, testenv.Endpoint{IP: addr})
-		testenv.Eventually(b, 30*time.Second, func() error {
+		testenv.Converge(b, 30*time.Second, func() error {
 			r, err := d.get("s0.test", "/")
 			if err != nil {
 				return err
@@ -451,7 +451,7 @@ func (d *daemon) savePprof(b *testing.B, what, file string) {
 // served polls until host answers 200.
 func (d *daemon) served(host string, within time.Duration) {
 	d.t.Helper()
-	testenv.Eventually(d.t, within, func() error {
+	testenv.Converge(d.t, within, func() error {
 		r, err := d.get(host, "/")
 		if err != nil {
 			return err

@@ -89,6 +89,34 @@ func Poll(ctx context.Context, timeout time.Duration, cond func() error) error {
 	}
 }
 
+// Converge is Eventually for latency figures: it polls every millisecond
+// for the first five seconds, so a measured time overstates the real one by
+// at most a millisecond plus one poll's round trip (Poll's back-off would
+// add up to half the time already waited), then slows to 50 ms.
+func Converge(tb testing.TB, timeout time.Duration, cond func() error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		wait := time.Millisecond
+		if time.Since(start) > 5*time.Second {
+			wait = 50 * time.Millisecond
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			tb.Fatalf("not within %v: %v", timeout, err)
+		case <-timer.C:
+		}
+	}
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
