@@ -26,8 +26,7 @@ func BenchmarkEndpointConvergence(b *testing.B) {
 		var took []time.Duration
 		for c := 0; c < changes; c++ {
 			next := pods[(c+1)%2]
-			start := time.Now()
-			svc.SetEndpoints(b, next.Endpoint())
+			start := svc.WriteEndpoints(b, next.Endpoint())
 			// Poll as fast as requests go: the figure includes one request's
 			// round trip, which is what a client would see.
 			testenv.Converge(b, 10*time.Second, func() error {

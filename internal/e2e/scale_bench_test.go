@@ -268,8 +268,7 @@ func runScale(b *testing.B, n int) {
 	stopProf := d.profile(b, profDir, fmt.Sprintf("endpoint-%d", n))
 	for c := 0; c < 100; c++ {
 		addr := scaleAddr(c%scalePods, 4001+c%90)
-		start := time.Now()
-		svc0.SetEndpoints(b, testenv.Endpoint{IP: addr})
+		start := svc0.WriteEndpoints(b, testenv.Endpoint{IP: addr})
 		testenv.Converge(b, 30*time.Second, func() error {
 			r, err := d.get("s0.test", "/")
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -121,9 +122,26 @@ func (s *Service) SetEndpoints(tb testing.TB, eps ...Endpoint) {
 
 // SetEndpointsCtx replaces the endpoint list of the Service's EndpointSlice.
 func (s *Service) SetEndpointsCtx(ctx context.Context, eps ...Endpoint) error {
+	_, err := s.writeEndpoints(ctx, eps)
+	return err
+}
+
+// WriteEndpoints is SetEndpoints for convergence figures: it returns when
+// the write that succeeded was sent, so that a figure starts at the
+// change, not at the read before it.
+func (s *Service) WriteEndpoints(tb testing.TB, eps ...Endpoint) time.Time {
+	tb.Helper()
+	sent, err := s.writeEndpoints(context.Background(), eps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sent
+}
+
+func (s *Service) writeEndpoints(ctx context.Context, eps []Endpoint) (sent time.Time, err error) {
 	want, err := s.slice(eps)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	slices := s.c.Admin.DiscoveryV1().EndpointSlices(s.Namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -133,13 +151,14 @@ func (s *Service) SetEndpointsCtx(ctx context.Context, eps ...Endpoint) error {
 		}
 		cur.Endpoints = want.Endpoints
 		cur.Ports = want.Ports
+		sent = time.Now()
 		_, err = slices.Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.SliceName, err)
+		return time.Time{}, fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.SliceName, err)
 	}
-	return nil
+	return sent, nil
 }
 
 func (s *Service) slice(eps []Endpoint) (*discoveryv1.EndpointSlice, error) {
