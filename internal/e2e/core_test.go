@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -288,20 +287,7 @@ func TestHAProxySupervision(t *testing.T) {
 	e.ingress("app", nil, rule{host: "k.test", path: "/", service: "app"})
 	d.expect("k.test", "/", 200, "k-0")
 
-	old := haproxyPIDs(d.runtimeDir)
-	if len(old) == 0 {
-		t.Fatal("no HAProxy process found")
-	}
-	for _, pid := range old {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	testenv.Eventually(t, 20*time.Second, func() error {
-		now := haproxyPIDs(d.runtimeDir)
-		if len(now) == 0 || now[0] == old[0] {
-			return fmt.Errorf("HAProxy not restarted yet (pids %v)", now)
-		}
-		return nil
-	})
+	d.killHAProxy()
 	d.expect("k.test", "/", 200, "k-0")
 	d.stop()
 	if left := haproxyPIDs(d.runtimeDir); len(left) != 0 {

@@ -488,3 +488,22 @@ func (e *env) event(kind, name, reason string) *corev1.Event {
 	})
 	return found
 }
+
+// killHAProxy kills every HAProxy process of the daemon and waits until
+// the daemon has started HAProxy again.
+func (d *daemon) killHAProxy() {
+	d.t.Helper()
+	old := haproxyPIDs(d.runtimeDir)
+	if len(old) == 0 {
+		d.t.Fatal("no HAProxy process found")
+	}
+	for _, pid := range old {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	testenv.Eventually(d.t, 20*time.Second, func() error {
+		if now := haproxyPIDs(d.runtimeDir); len(now) == 0 || now[0] == old[0] {
+			return fmt.Errorf("HAProxy not restarted yet (pids %v)", now)
+		}
+		return nil
+	})
+}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,19 +35,7 @@ func TestNewHostSurvivesRestartAndReload(t *testing.T) {
 	if updated() <= u0 {
 		t.Fatalf("the new host went through a full build; daemon output:\n%s", d.out.String())
 	}
-	old := haproxyPIDs(d.runtimeDir)
-	if len(old) == 0 {
-		t.Fatal("no HAProxy process found")
-	}
-	for _, pid := range old {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	testenv.Eventually(t, 20*time.Second, func() error {
-		if now := haproxyPIDs(d.runtimeDir); len(now) == 0 || now[0] == old[0] {
-			return fmt.Errorf("HAProxy not restarted yet (pids %v)", now)
-		}
-		return nil
-	})
+	d.killHAProxy()
 	d.expect("second.host", "/", 200, "nh-0")
 
 	// A reload right after a new host keeps it.

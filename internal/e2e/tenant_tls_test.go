@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -323,19 +322,7 @@ func TestTenantBadCertificate(t *testing.T) {
 	if out, err := exec.Command("/usr/sbin/haproxy", "-c", "-f", filepath.Join(d.configDir, "haproxy.cfg")).CombinedOutput(); err != nil {
 		t.Fatalf("the files on disk do not load: %v\n%s", err, out)
 	}
-	old := haproxyPIDs(d.runtimeDir)
-	if len(old) == 0 {
-		t.Fatal("no HAProxy process found")
-	}
-	for _, pid := range old {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	testenv.Eventually(t, 20*time.Second, func() error {
-		if now := haproxyPIDs(d.runtimeDir); len(now) == 0 || now[0] == old[0] {
-			return fmt.Errorf("HAProxy not restarted yet (pids %v)", now)
-		}
-		return nil
-	})
+	d.killHAProxy()
 	expectSubject(t, port, "shop.victim.test", "shop.victim.test/victim")
 	expectSubject(t, port, "new.victim.test", "new.victim.test/victim")
 	// And so does a restarted daemon.
