@@ -39,7 +39,6 @@ import (
 	"sigs.k8s.io/gateway-api/conformance/utils/config"
 	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	"sigs.k8s.io/gateway-api/pkg/features"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -177,7 +176,7 @@ var conformanceSubset = []string{
 // lives in a network namespace the test creates.
 func TestGatewayConformance(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
+	gw := e.gatewayClient()
 	edge := testenv.NewNetns(t, "gw-conformance")
 	nl, err := edge.Netlink()
 	if err != nil {
@@ -229,10 +228,6 @@ func TestGatewayConformance(t *testing.T) {
 
 	ctx := context.Background()
 	controller, class := "perimeter.io/conformance", "perimeter-conformance"
-	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := gw.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: class},
 		Spec:       gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(controller)},

@@ -39,7 +39,6 @@ func echoHandler(name string) http.Handler {
 // with UnsupportedValue.
 func TestGatewayHTTPRouteFilters(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
 	pod := testenv.StartPod(t, testenv.PodOptions{Name: "gwf-echo-0", IP: "198.18.224.10", Handler: echoHandler("gwf-echo-0")})
 	e.service("echo", nil, pod)
 	d, gw, _, _ := e.gatewayDaemon()

@@ -81,7 +81,6 @@ func h2cServer(t *testing.T, pod *testenv.Pod) {
 // reaches a pod that speaks only h2c.
 func TestGatewayGRPCRoute(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
 	a := grpcPod(t, "gwg-a-0", "198.18.225.10")
 	b := grpcPod(t, "gwg-b-0", "198.18.226.10")
 	for name, pod := range map[string]*testenv.Pod{"grpc-a": a, "grpc-b": b} {

@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
@@ -23,7 +22,6 @@ import (
 // served already is a map change without a reload.
 func TestGatewayWildcardHostnames(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
 	v1 := e.pods("gwh-v1", 231, 1)
 	v2 := e.pods("gwh-v2", 232, 1)
 	v3 := e.pods("gwh-v3", 233, 1)
@@ -105,11 +103,7 @@ func TestGatewayWildcardHostnames(t *testing.T) {
 // names are terminated by HAProxy.
 func TestGatewayWildcardPassthrough(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
-	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := e.gatewayClient()
 	ctx := context.Background()
 	ca := newTestCA(t, "Pass pod CA")
 	cert := ca.sign(t, &x509.Certificate{

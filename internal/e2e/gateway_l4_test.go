@@ -32,11 +32,7 @@ import (
 // bytes through unparsed. Every status is read back from the API server.
 func TestGatewayListeners(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
-	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := e.gatewayClient()
 	ctx := context.Background()
 
 	web := feEchoPod(t, "gwl-web-0", 186, 10)

@@ -56,7 +56,6 @@ func (d *daemon) expectMatch(t *testing.T, r matchRequest) {
 // hostname for conditional matches without a reload.
 func TestGatewayHTTPRouteMatches(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
 	v1 := e.pods("gwm-v1", 221, 1)
 	v2 := e.pods("gwm-v2", 222, 1)
 	v3 := e.pods("gwm-v3", 223, 1)

@@ -26,15 +26,11 @@ import (
 // map change (no reload).
 func TestGatewayPortsAndAddresses(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
+	gw := e.gatewayClient()
 	one := e.pods("gw-ports-one", 190, 1)
 	two := e.pods("gw-ports-two", 191, 1)
 	e.service("one", nil, one...)
 	e.service("two", nil, two...)
-	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	controller, class := e.gatewayClass(gw)
 	extra := testenv.FreePort(t)
 	// Loopback addresses of their own: the daemon's is 127.0.0.1.

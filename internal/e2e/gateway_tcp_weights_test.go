@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
@@ -24,11 +23,7 @@ import (
 // connections is refused while the others are still served.
 func TestGatewayTCPRouteWeights(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
-	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := e.gatewayClient()
 	ctx := context.Background()
 	pods := map[string]*fePod{}
 	for i, name := range []string{"tcpw-v1", "tcpw-v2", "tcpw-v3"} {

@@ -55,6 +55,17 @@ func installGatewayCRDs(t testing.TB, e *env) {
 	})
 }
 
+// gatewayClient installs the Gateway API CRDs and returns a client of them.
+func (e *env) gatewayClient() *gwclient.Clientset {
+	e.t.Helper()
+	installGatewayCRDs(e.t, e)
+	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return gw
+}
+
 func applyGatewayCRDs(e *env) error {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
 	if err != nil {
@@ -103,7 +114,6 @@ func applyGatewayCRDs(e *env) error {
 // read back.
 func TestGatewayHTTPRoute(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
 	web := e.pods("gw-web", 180, 1)
 	api := e.pods("gw-api", 181, 1)
 	e.service("web", nil, web...)
@@ -323,11 +333,7 @@ func TestGatewayHTTPRoute(t *testing.T) {
 func (e *env) gatewayDaemon(extra ...gwv1.Listener) (d *daemon, gw gwclient.Interface, controller, class string) {
 	t := e.t
 	t.Helper()
-	installGatewayCRDs(t, e)
-	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw = e.gatewayClient()
 	ctx := context.Background()
 	controller, class = e.gatewayClass(gw)
 	d = e.startDaemon("--gateway-controller=" + controller)
