@@ -96,15 +96,22 @@ func (e *env) startDaemon(extra ...string) *daemon {
 func (e *env) startDaemonWithin(ready time.Duration, extra ...string) *daemon {
 	e.t.Helper()
 	d := e.launchDaemon(extra...)
-	testenv.Eventually(e.t, ready, func() error {
+	d.waitReady(ready)
+	return d
+}
+
+// waitReady polls until the daemon is ready, failing the test when it
+// exits first.
+func (d *daemon) waitReady(within time.Duration) {
+	d.t.Helper()
+	testenv.Eventually(d.t, within, func() error {
 		select {
 		case <-d.done:
-			e.t.Fatalf("daemon exited: %v\n%s", d.exitErr, d.out.String())
+			d.t.Fatalf("daemon exited: %v\n%s", d.exitErr, d.out.String())
 		default:
 		}
 		return d.ready()
 	})
-	return d
 }
 
 // launchDaemon starts the daemon without waiting for it to be ready.
