@@ -701,16 +701,14 @@ func BenchmarkApplyReload(b *testing.B) {
 			h := startHAProxy(b, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 			want := benchDesired(n)
 			applyOK(b, h.d, want)
-			extra := backendOf("ns_extra_80", 2, model.Endpoint{Address: "127.0.0.1", Port: 19999})
-			all := append(slices.Clone(want.Backends), extra)
 			r0 := reloads(b, h.d)
 			b.ResetTimer()
 			for i := range b.N {
-				if i%2 == 0 {
-					want.Backends = all
-				} else {
-					want.Backends = all[:len(all)-1]
-				}
+				// A new balance algorithm is a change of the backend's
+				// section: a reload, whatever spare backends there are.
+				be := *want.Backends[0]
+				be.Balance = []string{"leastconn", "roundrobin"}[i%2]
+				want.Backends = append([]*model.Backend{&be}, want.Backends[1:]...)
 				if res := applyOK(b, h.d, want); !res.Reloaded {
 					b.Fatalf("no reload: %+v", res)
 				}

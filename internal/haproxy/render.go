@@ -7,9 +7,12 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -81,21 +84,21 @@ func (r renderer) config(st *state, cache *renderCache) (string, error) {
 		return "", err
 	}
 	names := cache.sortedNames(st)
-	texts := make([]string, len(names), len(names)+st.spares.count)
+	texts := make([]string, len(names)+st.spares.count)
+	backendAt := func(i int) (string, *backend) {
+		if i < len(names) {
+			return names[i], st.backends[names[i]]
+		}
+		return spareName(i - len(names)), st.spares.backend(i - len(names))
+	}
+	cache.renderMisses(r, len(texts), backendAt)
 	size := len(head)
-	for i, name := range names {
-		if texts[i], err = cache.backend(r, name, st.backends[name]); err != nil {
+	for i := range texts {
+		name, b := backendAt(i)
+		if texts[i], err = cache.backend(r, name, b); err != nil {
 			return "", err
 		}
 		size += len(texts[i])
-	}
-	for i := range st.spares.count {
-		text, err := cache.backend(r, spareName(i), st.spares.backend(i))
-		if err != nil {
-			return "", err
-		}
-		texts = append(texts, text)
-		size += len(text)
 	}
 	var b strings.Builder
 	b.Grow(size)
@@ -215,17 +218,103 @@ type cachedBackend struct {
 	text  string
 }
 
-// render returns the section of backend name (b nil: the built-in 404).
-func (c *renderCache) backend(r renderer, name string, b *backend) (string, error) {
+// parallelRender is how many backends a render must miss in the cache
+// before they are rendered on every CPU: a start-up, or new settings for
+// all, at thousands of backends (some 200 µs each through config-parser).
+const parallelRender = 256
+
+// renderMisses renders, on every CPU, the backends among n (backendAt)
+// whose text the cache does not hold, when there are many of them, and
+// stores them; backend then finds them there. Errors are left to backend,
+// which meets the same backend again one by one.
+func (c *renderCache) renderMisses(r renderer, n int, backendAt func(int) (string, *backend)) {
+	workers := runtime.GOMAXPROCS(0)
+	if workers < 2 || n < parallelRender {
+		return
+	}
+	var misses []int
+	for i := range n {
+		if _, ok := c.cached(backendAt(i)); !ok {
+			misses = append(misses, i)
+		}
+	}
+	if len(misses) < parallelRender {
+		return
+	}
+	texts := make([]string, len(misses))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			var scratch parser.Parser
+			for k := int(next.Add(1) - 1); k < len(misses); k = int(next.Add(1) - 1) {
+				name, b := backendAt(misses[k])
+				text, err := renderBackend(r, &scratch, name, b)
+				if err != nil {
+					continue
+				}
+				texts[k] = text
+			}
+		})
+	}
+	wg.Wait()
+	for k, i := range misses {
+		if texts[k] != "" {
+			name, b := backendAt(i)
+			c.store(name, b, texts[k])
+		}
+	}
+}
+
+// cached returns the cached section of backend name when it is current.
+func (c *renderCache) cached(name string, b *backend) (string, bool) {
 	var spec backendSpec
 	var slots []slot
 	if b != nil {
 		spec, slots = b.spec, b.slots
 	}
 	if e, ok := c.entries[name]; ok && e.spec == spec && slices.Equal(e.slots, slots) {
-		return e.text, nil
+		return e.text, true
 	}
-	if c.scratch == nil {
+	return "", false
+}
+
+func (c *renderCache) store(name string, b *backend, text string) {
+	var spec backendSpec
+	var slots []slot
+	if b != nil {
+		spec, slots = b.spec, b.slots
+	}
+	if c.entries == nil {
+		c.entries = map[string]cachedBackend{}
+	}
+	// A state's slot lists are never changed once made (assignSlots
+	// makes new ones): the entry shares the list.
+	c.entries[name] = cachedBackend{spec: spec, slots: slots, text: text}
+}
+
+// backend returns the section of backend name (b nil: the built-in 404).
+func (c *renderCache) backend(r renderer, name string, b *backend) (string, error) {
+	if text, ok := c.cached(name, b); ok {
+		return text, nil
+	}
+	text, err := renderBackend(r, &c.scratch, name, b)
+	if err != nil {
+		return "", err
+	}
+	c.store(name, b, text)
+	return text, nil
+}
+
+// renderBackend renders the section of backend name (b nil: the built-in
+// 404) with *scratch, a config-parser holding the defaults section only,
+// made when nil and dropped after an error.
+func renderBackend(r renderer, scratch *parser.Parser, name string, b *backend) (string, error) {
+	var spec backendSpec
+	if b != nil {
+		spec = b.spec
+	}
+	if *scratch == nil {
 		p, err := parser.New()
 		if err != nil {
 			return "", fmt.Errorf("config parser: %w", err)
@@ -233,9 +322,9 @@ func (c *renderCache) backend(r renderer, name string, b *backend) (string, erro
 		if err := p.SectionsCreate(parser.Defaults, defaultsName); err != nil {
 			return "", fmt.Errorf("config parser: %w", err)
 		}
-		c.scratch = p
+		*scratch = p
 	}
-	w := &cfgWriter{p: c.scratch}
+	w := &cfgWriter{p: *scratch}
 	if b == nil {
 		w.section(parser.Backends, builtin404)
 		status := int64(404)
@@ -245,27 +334,20 @@ func (c *renderCache) backend(r renderer, name string, b *backend) (string, erro
 	} else {
 		r.backend(w, b)
 	}
-	out := c.scratch.String()
-	if err := c.scratch.SectionsDelete(parser.Backends, name); err != nil && w.err == nil {
+	out := (*scratch).String()
+	if err := (*scratch).SectionsDelete(parser.Backends, name); err != nil && w.err == nil {
 		w.err = fmt.Errorf("render backend %s: %w", name, err)
 	}
 	if w.err != nil {
 		// Start afresh: the scratch parser may hold half a section.
-		c.scratch = nil
+		*scratch = nil
 		return "", w.err
 	}
 	i := strings.Index(out, "\nbackend ")
 	if i < 0 {
 		return "", fmt.Errorf("render backend %s: section missing from config-parser output", name)
 	}
-	text := withBackendFeatures(out[i:], spec) + backendExtraSections(spec)
-	if c.entries == nil {
-		c.entries = map[string]cachedBackend{}
-	}
-	// A state's slot lists are never changed once made (assignSlots
-	// makes new ones): the entry shares the list.
-	c.entries[name] = cachedBackend{spec: spec, slots: slots, text: text}
-	return text, nil
+	return withBackendFeatures(out[i:], spec) + backendExtraSections(spec), nil
 }
 
 // adopt points the cached texts into cfg, the configuration just made of
