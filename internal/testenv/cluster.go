@@ -44,6 +44,7 @@ type Cluster struct {
 	DaemonConfig     *rest.Config
 
 	etcd, apiserver *process
+	kubelet         kubelet
 	removeDir       bool
 	stopOnce        sync.Once
 	stopErr         error
