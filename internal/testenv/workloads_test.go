@@ -271,6 +271,9 @@ func TestWorkloadsPodLogs(t *testing.T) {
 		strings.Count(got, "\n") != 1 {
 		t.Errorf("tailLines 1: %q, want the line of /later-%d", got, n)
 	}
+	if got := logs(corev1.PodLogOptions{LimitBytes: ptrTo(int64(9))}); got != "Echoing b" {
+		t.Errorf("limitBytes 9: %q", got)
+	}
 }
 
 // TestWorkloadsNode: the Node the pods run on exists, pointing at the
