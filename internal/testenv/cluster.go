@@ -44,6 +44,7 @@ type Cluster struct {
 	DaemonConfig     *rest.Config
 
 	etcd, apiserver *process
+	kubelet         kubelet
 	removeDir       bool
 	stopOnce        sync.Once
 	stopErr         error
@@ -231,6 +232,10 @@ func (c *Cluster) startProcesses(ctx context.Context, bin string, p *pki) error 
 		// Keeps default/kubernetes without endpoints, so watchers of all
 		// namespaces see only test data.
 		"--endpoint-reconciler-type=none",
+		// No --kubelet-certificate-authority: the API server then proxies
+		// pods/log to the bed's stand-in kubelet without verifying its
+		// self-signed certificate, and finds it by the Node's InternalIP,
+		// which the default --kubelet-preferred-address-types accept.
 		"--profiling=false",
 	}, c.Dir)
 	if err != nil {

@@ -30,14 +30,16 @@ type WorkloadOptions struct {
 	// Pool is where pod addresses come from: addresses the caller's echo
 	// servers answer on (an AnyIP local route), e.g. 198.18.240.0/20.
 	Pool netip.Prefix
-	// Pods learns which pod each address belongs to.
+	// Pods learns which pod each address belongs to; the pods' logs in it
+	// are served as theirs through the API server (pods/log).
 	Pods *echo.Pods
 }
 
 // Workloads plays, for the Deployments and Services of a few namespaces,
 // the parts of Kubernetes the test bed lacks: the Deployment controller and
 // kubelet (a Deployment gets its replicas as Pods, Running and Ready with an
-// address from the pool) and the EndpointSlice controller (a Service with a
+// address from the pool, their logs readable through the API server) and
+// the EndpointSlice controller (a Service with a
 // selector gets a slice of the ready Pods it selects). Manifests written for
 // a real cluster then work unchanged, as long as their containers are
 // servers the caller's echo servers can stand in for.
@@ -53,9 +55,13 @@ type Workloads struct {
 // bedLabel marks the Pods Workloads made, naming their Deployment.
 const bedLabel = "testenv.perimeter.io/deployment"
 
-// StartWorkloads reconciles until the test ends, every 200 ms.
+// StartWorkloads reconciles until the test ends, every 200 ms, and serves
+// the pods' logs (see NodeName) until then.
 func StartWorkloads(tb testing.TB, c *Cluster, opts WorkloadOptions) *Workloads {
 	tb.Helper()
+	if opts.Pods != nil {
+		c.serveLogs(tb, opts.Pods)
+	}
 	w := &Workloads{c: c, opts: opts, next: opts.Pool.Masked().Addr().Next()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -174,7 +180,7 @@ func (w *Workloads) ensurePod(ctx context.Context, d *appsv1.Deployment, name st
 		}
 		lbls[bedLabel] = d.Name
 		spec := *d.Spec.Template.Spec.DeepCopy()
-		spec.NodeName = "testenv"
+		spec.NodeName = NodeName
 		created, err := pods.Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.Namespace, Labels: lbls,
 				Annotations: d.Spec.Template.Annotations},

@@ -40,11 +40,13 @@ type Request struct {
 	Pod       string              `json:"pod"`
 }
 
-// Pods maps local addresses to the pods behind them; safe for concurrent
-// use, as the bed adds pods while requests are served.
+// Pods maps local addresses to the pods behind them and keeps each pod's
+// log; safe for concurrent use, as the bed adds pods while requests are
+// served.
 type Pods struct {
 	mu   sync.RWMutex
 	byIP map[netip.Addr]Pod
+	logs map[Pod][]Line
 }
 
 // Set makes addr answer as pod.
@@ -57,11 +59,22 @@ func (p *Pods) Set(addr netip.Addr, pod Pod) {
 	p.byIP[addr.Unmap()] = pod
 }
 
-// Delete forgets addr: requests reaching it are refused with 503.
+// Delete forgets addr: requests reaching it are refused with 503. The
+// pod's log goes with its last address, as a deleted pod's logs do.
 func (p *Pods) Delete(addr netip.Addr) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	pod, ok := p.byIP[addr.Unmap()]
+	if !ok {
+		return
+	}
 	delete(p.byIP, addr.Unmap())
+	for _, other := range p.byIP {
+		if other == pod {
+			return
+		}
+	}
+	delete(p.logs, pod)
 }
 
 func (p *Pods) lookup(addr netip.Addr) (Pod, bool) {
@@ -75,6 +88,8 @@ var statusPath = regexp.MustCompile(`^/status/(\d\d\d)$`)
 
 // Handler serves the pods on port (reported as httpPort, as echo-basic
 // reports its own): /health, /status/<code>, and everything else echoed.
+// Each echoed request is logged to the pod's log with echo-basic's line,
+// which the suite's mirroring tests look for in the pod's logs.
 func Handler(pods *Pods, port int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pod, ok := localPod(pods, r)
@@ -99,6 +114,7 @@ func Handler(pods *Pods, port int) http.Handler {
 			w.WriteHeader(code)
 			return
 		}
+		pods.Logf(pod, "Echoing back request made to %s to client (%s)", r.RequestURI, r.RemoteAddr)
 		if d := r.URL.Query().Get("delay"); d != "" {
 			wait, err := time.ParseDuration(d)
 			if err != nil {

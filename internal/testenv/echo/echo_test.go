@@ -2,10 +2,12 @@ package echo
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -57,7 +59,15 @@ func TestHandler(t *testing.T) {
 		}
 	}
 
-	// An address without a pod answers 503.
+	// Only the echoed request is logged, in echo-basic's words (which the
+	// suite's mirroring tests match), with the client's address.
+	logs := pods.Logs("ns", "web-0")
+	if len(logs) != 1 || !strings.HasPrefix(logs[0].Text, "Echoing back request made to /a//b?x=1 to client (127.0.0.1:") ||
+		!strings.HasSuffix(logs[0].Text, ")") || logs[0].Time.IsZero() {
+		t.Errorf("logs %+v, want the one echoed request", logs)
+	}
+
+	// An address without a pod answers 503, and the gone pod's log is gone.
 	pods.Delete(netip.MustParseAddr("127.0.0.1"))
 	resp, err = http.Get(base + "/")
 	if err != nil {
@@ -66,5 +76,25 @@ func TestHandler(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("no pod: %d, want 503", resp.StatusCode)
+	}
+	if logs := pods.Logs("ns", "web-0"); logs != nil {
+		t.Errorf("logs of a deleted pod: %+v", logs)
+	}
+}
+
+// TestLogsBounded: a pod's log keeps its newest lines, oldest first.
+func TestLogsBounded(t *testing.T) {
+	pods := &Pods{}
+	pod := Pod{Namespace: "ns", Name: "web-0"}
+	for i := range maxLogLines + 5 {
+		pods.Logf(pod, "line %d", i)
+	}
+	logs := pods.Logs("ns", "web-0")
+	if len(logs) != maxLogLines || logs[0].Text != "line 5" || logs[len(logs)-1].Text != fmt.Sprintf("line %d", maxLogLines+4) {
+		t.Fatalf("%d lines, first %q, last %q", len(logs), logs[0].Text, logs[len(logs)-1].Text)
+	}
+	logs[0].Text = "changed"
+	if pods.Logs("ns", "web-0")[0].Text != "line 5" {
+		t.Error("Logs returned the log itself, not a copy")
 	}
 }
