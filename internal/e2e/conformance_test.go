@@ -159,6 +159,7 @@ var conformanceSubset = []string{
 	"TCPRouteParentRefPortAndSectionName",
 	"TCPRouteReferenceGrant",
 	"TCPRouteWeightedRouting",
+	"TLSRouteHostnameIntersection",
 	"TLSRouteInvalidBackendRefNonexistent",
 	"TLSRouteInvalidBackendRefUnknownKind",
 	"TLSRouteInvalidNoMatchingListener",
