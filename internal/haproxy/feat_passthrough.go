@@ -36,6 +36,9 @@ const (
 	passthroughFrontend = "ssl"
 	offloadBackend      = "PASSTHROUGH_OFFLOAD"
 	offloadSocketName   = "https-offload.sock"
+	// aclOffloadScope matches the Gateway binds whose HTTPS listeners
+	// sit behind the ssl frontend.
+	aclOffloadScope = "PM_OFFLOAD_SCOPE"
 	// helloWait bounds how long a connection may take to send its
 	// ClientHello before it is handed to the https frontend as is.
 	helloWait = "5s"
@@ -140,7 +143,13 @@ func (r renderer) passthroughSections(st *state, logging bool) string {
 			for i, ob := range offloaded {
 				names[i] = ob.Name
 			}
-			cond += " !{ so_name -m str " + strings.Join(names, " ") + " }"
+			// In chunks: HAProxy takes a bounded number of words a line.
+			for len(names) > 0 {
+				n := min(len(names), aclChunk)
+				fmt.Fprintf(&b, "  acl %s so_name -m str %s\n", aclOffloadScope, strings.Join(names[:n], " "))
+				names = names[n:]
+			}
+			cond += " !" + aclOffloadScope
 		}
 		fmt.Fprintf(&b, "  tcp-request content reject if %s\n", cond)
 	}
