@@ -158,6 +158,7 @@ var conformanceSubset = []string{
 	"TCPRouteParentRefPortAndSectionName",
 	"TCPRouteReferenceGrant",
 	"TCPRouteWeightedRouting",
+	"TLSRouteHostnameIntersection",
 	"TLSRouteInvalidBackendRefNonexistent",
 	"TLSRouteInvalidBackendRefUnknownKind",
 	"TLSRouteInvalidNoMatchingListener",

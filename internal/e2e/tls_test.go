@@ -213,6 +213,11 @@ type tlsAnswer struct {
 // httpsGet requests https://host/path on port with SNI sni, presenting
 // client when it has a certificate.
 func httpsGet(port int, sni, host, path string, client *tls.Certificate) (tlsAnswer, error) {
+	return httpsGetAt(fmt.Sprintf("127.0.0.1:%d", port), sni, host, path, client)
+}
+
+// httpsGetAt is httpsGet to hostport.
+func httpsGetAt(hostport, sni, host, path string, client *tls.Certificate) (tlsAnswer, error) {
 	cfg := &tls.Config{ServerName: sni, InsecureSkipVerify: true} //nolint:gosec // the test checks the certificate itself
 	if client != nil {
 		// Present it even when the server names other CAs: a client
@@ -224,7 +229,7 @@ func httpsGet(port int, sni, host, path string, client *tls.Certificate) (tlsAns
 		Transport:     &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
+	req, err := http.NewRequest(http.MethodGet, "https://"+hostport+path, nil)
 	if err != nil {
 		return tlsAnswer{}, err
 	}

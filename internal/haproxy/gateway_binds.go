@@ -15,12 +15,15 @@ import (
 
 // Gateway binds (model/gateway_ports.go): sockets of the http and https
 // frontends for Gateway HTTP and HTTPS listeners on another port than the
-// frontend's, or on a Gateway's own address. With ssl-passthrough, the
-// https frontend's own binds sit behind the passthrough frontend; the
-// Gateway binds do not (TLS listeners are served on the edge's https port
-// only). Each is named after its scope, which the
-// frontend puts into the lookup keys of the requests it accepts
-// (routingActions), so a listener serves its own routes only.
+// frontend's, or on a Gateway's own address, and of the SNI passthrough
+// frontend for TLS listeners there. Each is named after its scope, which
+// the frontend puts into the lookup keys of the requests it accepts
+// (routingActions) and after the server names it passes through
+// (passthroughSections), so a listener serves its own routes only. With
+// ssl-passthrough, the https frontend's own binds sit behind the
+// passthrough frontend, and so do the Gateway binds with TLS listeners:
+// the https frontend then listens for those on sockets of their own,
+// named after the same scopes. The other HTTPS Gateway binds do not.
 
 // gatewayBindName is a scope as the model makes it: "@", an address
 // (IPv6 in brackets) or nothing, ":" and a port.
@@ -43,17 +46,15 @@ func gatewayBinds(want []model.GatewayBind, reject func(string, ...any)) []model
 	return out
 }
 
-// gatewayBinds renders the binds: on the edge's addresses, as the http
-// frontend's own, or on the Gateway's address. A Gateway's address is
-// bound transparent (IP_FREEBIND when HAProxy may not use
-// IP_TRANSPARENT), so that an address not (yet) routed to the host keeps
-// the configuration loadable.
-//
-// tls picks the https frontend's binds, which get its options opts.
-func (r renderer) gatewayBinds(gw []model.GatewayBind, tls bool, opts []params.BindOption) []types.Bind {
+// gatewayBinds renders the binds of gw that want picks: on the edge's
+// addresses, as the frontends' own, or on the Gateway's address. A
+// Gateway's address is bound transparent (IP_FREEBIND when HAProxy may not
+// use IP_TRANSPARENT), so that an address not (yet) routed to the host
+// keeps the configuration loadable. Each gets the frontend's options opts.
+func (r renderer) gatewayBinds(gw []model.GatewayBind, want func(model.GatewayBind) bool, opts []params.BindOption) []types.Bind {
 	var out []types.Bind
 	for _, b := range gw {
-		if b.TLS != tls {
+		if !want(b) {
 			continue
 		}
 		name := &params.BindOptionValue{Name: "name", Value: b.Name}
@@ -85,6 +86,30 @@ func outsideGatewayBinds(acts []types.Action) []types.Action {
 			a = &cp
 		}
 		out[i] = a
+	}
+	return out
+}
+
+// httpGatewayBind: a bind of the http frontend, for HTTP listeners.
+func httpGatewayBind(b model.GatewayBind) bool { return !b.TLS && !b.Passthrough }
+
+// sniGatewayBind: a bind of the SNI passthrough frontend, for TLS
+// listeners.
+func sniGatewayBind(b model.GatewayBind) bool { return b.Passthrough }
+
+// offloadedGatewayBind: a bind the SNI passthrough frontend hands to the
+// https frontend what it does not pass through, for HTTPS listeners
+// beside TLS ones.
+func offloadedGatewayBind(b model.GatewayBind) bool { return b.TLS && b.Passthrough }
+
+// offloadedGatewayBinds are the binds of gw the SNI passthrough frontend
+// offloads; their place in this list numbers their sockets and backends.
+func offloadedGatewayBinds(gw []model.GatewayBind) []model.GatewayBind {
+	var out []model.GatewayBind
+	for _, b := range gw {
+		if offloadedGatewayBind(b) {
+			out = append(out, b)
+		}
 	}
 	return out
 }

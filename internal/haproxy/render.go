@@ -472,7 +472,7 @@ func (r renderer) requestHygiene(proto string) []types.Action {
 func (r renderer) httpFrontend(w *cfgWriter, defaultBackend string, acls []model.RouteACL, wildcardDepths []int, gw []model.GatewayBind) {
 	const fe = "http"
 	w.section(parser.Frontends, fe)
-	gwBinds := r.gatewayBinds(gw, false, nil)
+	gwBinds := r.gatewayBinds(gw, httpGatewayBind, nil)
 	w.set(parser.Frontends, fe, "bind", append(slices.Clone(r.httpBinds), gwBinds...))
 	w.set(parser.Frontends, fe, "http-request", append(r.requestHygiene("http"), r.routingActions(wildcardDepths, len(gwBinds) > 0)...))
 	use := append(routeACLUseBackends(acls), types.UseBackend{

@@ -376,7 +376,13 @@ func (r renderer) httpsFrontend(w *cfgWriter, st *state) {
 	for i, b := range addrs {
 		binds[i] = types.Bind{Path: b.Path, Params: append(slices.Clone(b.Params), opts...)}
 	}
-	gwBinds := r.gatewayBinds(st.extras.gwBinds, true, opts)
+	passthrough := r.passthroughOn(st)
+	gwBinds := r.gatewayBinds(st.extras.gwBinds, func(b model.GatewayBind) bool {
+		return b.TLS && !(passthrough && b.Passthrough)
+	}, opts)
+	if passthrough {
+		gwBinds = append(gwBinds, r.offloadGatewayBinds(st.extras.gwBinds, opts)...)
+	}
 	binds = append(binds, gwBinds...)
 	w.section(parser.Frontends, fe)
 	w.set(parser.Frontends, fe, "bind", binds)
@@ -419,7 +425,7 @@ func (r renderer) addSSLRedirect(w *cfgWriter, st *state) {
 	}
 	rules, _ := data.([]types.Action)
 	redirects := r.sslRedirectActions()
-	if slices.ContainsFunc(st.extras.gwBinds, func(b model.GatewayBind) bool { return !b.TLS }) {
+	if slices.ContainsFunc(st.extras.gwBinds, httpGatewayBind) {
 		redirects = outsideGatewayBinds(redirects)
 	}
 	w.set(parser.Frontends, "http", "http-request", append(slices.Clone(rules), redirects...))

@@ -17,7 +17,8 @@ import (
 // reload.
 
 // MapSSLPassthrough maps a TLS server name (a host, or "*.domain" for a
-// wildcard rule) to its passthrough backend.
+// wildcard rule) to its passthrough backend; a TLS listener's socket of
+// its own (gateway_ports.go) follows the name as "@<scope>".
 const MapSSLPassthrough = "ssl-passthrough"
 
 // PassthroughReject is the MapSSLPassthrough value that closes the

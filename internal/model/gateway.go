@@ -717,6 +717,9 @@ func dumpGatewayAPI(w *strings.Builder, d *Desired) {
 		if gb.TLS {
 			w.WriteString(" tls")
 		}
+		if gb.Passthrough {
+			w.WriteString(" passthrough")
+		}
 		w.WriteString("\n")
 	}
 	dumpRouteMatches(w, d)

@@ -51,7 +51,10 @@ func (b *builder) gatewayWildcards() {
 		}
 	}
 	// TLSRoute hostnames are passed through by SNI, with the same lookup.
-	for h, c := range b.passthroughHosts {
+	for key, c := range b.passthroughHosts {
+		// As for routes, the map names the bare host; the ssl frontend
+		// adds the scope after the lookup.
+		h, _ := splitScope(key)
 		switch {
 		case !strings.HasPrefix(h, "*."):
 		case c.ing != nil:

@@ -141,7 +141,14 @@ func (b *builder) l4Route(r l4Route, listeners map[nsName][]*listenerState, cont
 					}
 					continue
 				}
-				hosts = append(hosts, lh...)
+				// A listener of a Gateway without its address takes
+				// routes without serving them; the scope keeps a
+				// listener's hosts on its own socket (gateway_ports.go).
+				if l.programmed() {
+					for _, h := range lh {
+						hosts = append(hosts, h+l.scope)
+					}
+				}
 			}
 			l.status.AttachedRoutes++
 			matched = append(matched, l)
@@ -263,9 +270,10 @@ func (b *builder) l4Backend(r l4Route, br gwv1.BackendObjectReference) (be route
 	return routeRef{base: ns + "_" + string(br.Name) + "_" + p, ns: ns, svc: string(br.Name), port: int32(*br.Port)}, nil, ""
 }
 
-// tlsRouteHosts passes hosts through to the route's backend, where no
-// Ingress and no older route does already; with no backend (be nil: its
-// backendRef does not resolve) their connections are refused.
+// tlsRouteHosts passes hosts (each with its listener's scope) through to
+// the route's backend, where no Ingress and no older route does already;
+// with no backend (be nil: its backendRef does not resolve) their
+// connections are refused.
 func (b *builder) tlsRouteHosts(r l4Route, be *routeRef, hosts []string) {
 	ref := r.ref()
 	base := PassthroughReject
@@ -273,7 +281,8 @@ func (b *builder) tlsRouteHosts(r l4Route, be *routeRef, hosts []string) {
 		base = be.base + PassthroughSuffix
 	}
 	slices.Sort(hosts)
-	for _, host := range slices.Compact(hosts) {
+	for _, key := range slices.Compact(hosts) {
+		host, _ := splitScope(key)
 		if err := checkHost(host); err != nil {
 			b.problem(ref, ReasonInvalidHost, "hostname %q: %v; it is ignored", host, err)
 			continue
@@ -282,7 +291,7 @@ func (b *builder) tlsRouteHosts(r l4Route, be *routeRef, hosts []string) {
 			b.problem(ref, ReasonRuleConflict, "host %q is taken by another namespace; it is not passed through", host)
 			continue
 		}
-		if c, taken := b.passthroughHosts[host]; taken {
+		if c, taken := b.passthroughHosts[key]; taken {
 			if c.base != base {
 				b.problem(ref, ReasonRuleConflict, "host %q is passed through to %s by %s already; this route is not used for it", host, c.backend, c.owner())
 			}
@@ -295,7 +304,7 @@ func (b *builder) tlsRouteHosts(r l4Route, be *routeRef, hosts []string) {
 			b.hostOwners[host] = ref.Namespace
 		}
 		if be == nil {
-			b.passthroughHosts[host] = passthroughClaim{claim: claim{backend: PassthroughReject}, base: base, route: ref}
+			b.passthroughHosts[key] = passthroughClaim{claim: claim{backend: PassthroughReject}, base: base, route: ref}
 			continue
 		}
 		st := b.useBackend(be.base+PassthroughSuffix, be.ns, be.svc, networkingv1.ServiceBackendPort{Number: be.port}, nil)
@@ -303,7 +312,7 @@ func (b *builder) tlsRouteHosts(r l4Route, be *routeRef, hosts []string) {
 		if !slices.Contains(st.routes, ref) {
 			st.routes = append(st.routes, ref)
 		}
-		b.passthroughHosts[host] = passthroughClaim{claim: claim{backend: st.name}, base: st.base, route: ref}
+		b.passthroughHosts[key] = passthroughClaim{claim: claim{backend: st.name}, base: st.base, route: ref}
 	}
 }
 

@@ -96,9 +96,6 @@ func (b *builder) listenerPort(l *gwv1.Listener) (bool, string) {
 			return false, "HTTPS is not served by this edge"
 		}
 		if want != 0 && port != want && port != standardHTTPSPort {
-			if l.Protocol == gwv1.TLSProtocolType {
-				return false, fmt.Sprintf("%s is served on port %s", l.Protocol, portsText(want, standardHTTPSPort))
-			}
 			if msg := b.portProblem(l.Protocol, port); msg != "" {
 				return false, msg
 			}
@@ -176,11 +173,12 @@ func (b *builder) gatewayListeners(gw *gwv1.Gateway) []*listenerState {
 		// Only listeners HAProxy could serve can conflict.
 		if ls.valid {
 			key := listenerConflictKey(l, ls.scope)
-			if other, taken := b.gwSockets[ls.scope]; taken && ls.scope != "" && other != l.Protocol {
-				// One socket cannot speak HTTP and HTTPS.
+			if other, taken := b.gwSockets[ls.scope]; taken && ls.scope != "" && (other == gwv1.HTTPProtocolType) != (l.Protocol == gwv1.HTTPProtocolType) {
+				// One socket cannot speak HTTP and TLS; HTTPS and TLS
+				// listeners share one, told apart by SNI.
 				ls.valid = false
 				conflicted = cond(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonProtocolConflict),
-					fmt.Sprintf("%s is served there by an %s listener", ls.scope[1:], other), gen)
+					fmt.Sprintf("%s is served there by %s listener", ls.scope[1:], map[bool]string{true: "a TLS", false: "an " + string(other)}[other == gwv1.TLSProtocolType]), gen)
 			} else if first, dup := seen[key]; dup {
 				ls.valid = false
 				reason, what := gwv1.ListenerReasonHostnameConflict, "hostname"

@@ -12,8 +12,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// HTTP and HTTPS listeners beyond the frontends' own ports, and Gateways
-// with addresses of their own.
+// HTTP, HTTPS and TLS listeners beyond the frontends' own ports, and
+// Gateways with addresses of their own.
 //
 // The http and https frontends bind, besides their own port on the edge's
 // addresses, one socket per (address, port) a Gateway's HTTP or HTTPS
@@ -28,6 +28,14 @@ import (
 // change like any other; only a new bind reloads. Clients cannot forge a
 // scope: a Host header with '@' or '/' is refused by the frontend, and a
 // path starts with '/'.
+//
+// TLS listeners get sockets the same way, bound by the SNI passthrough
+// frontend, which appends the socket's name to the server name it looks
+// up: a TLSRoute's hostnames are passed through under "<host>@<scope>"
+// keys, on that socket only. A server name with '@' is never looked up.
+// HTTPS and TLS listeners may share a socket: what no TLSRoute takes goes
+// on to the https frontend by a socket of its own, named after the same
+// scope; on a socket with TLS listeners only it is refused.
 
 // GatewayBind is a listening socket of the http frontend for Gateway
 // listeners.
@@ -40,6 +48,10 @@ type GatewayBind struct {
 	Port    int
 	// TLS: a bind of the https frontend, for HTTPS listeners.
 	TLS bool
+	// Passthrough: a bind of the SNI passthrough frontend, for TLS
+	// listeners; with TLS as well, what it does not pass through goes on
+	// to the https frontend under the same name.
+	Passthrough bool
 }
 
 // scopeOf names the bind of port on addr ("" = the edge's addresses).
@@ -65,7 +77,7 @@ func (o Options) ListenerPortAllowed(p int) bool {
 // (not its frontend's port nor the protocol's standard one), or "".
 func (b *builder) portProblem(proto gwv1.ProtocolType, p int) string {
 	own, std, other, otherStd := b.o.GatewayHTTPPort, standardHTTPPort, b.o.GatewayHTTPSPort, standardHTTPSPort
-	if proto == gwv1.HTTPSProtocolType {
+	if proto != gwv1.HTTPProtocolType {
 		own, std, other, otherStd = other, otherStd, own, std
 	}
 	switch {
@@ -74,7 +86,7 @@ func (b *builder) portProblem(proto gwv1.ProtocolType, p int) string {
 	case !b.o.ListenerPortAllowed(p):
 		return fmt.Sprintf("%s is served on port %s and the ports --gateway-listener-ports lists", proto, portsText(own, std))
 	case other >= 0 && (p == other || p == otherStd):
-		return fmt.Sprintf("port %d is the %s frontend's", p, map[bool]string{true: "HTTP", false: "HTTPS"}[proto == gwv1.HTTPSProtocolType])
+		return fmt.Sprintf("port %d is the %s frontend's", p, map[bool]string{true: "HTTP", false: "HTTPS"}[proto != gwv1.HTTPProtocolType])
 	case slices.Contains(b.o.ReservedPorts, p):
 		return fmt.Sprintf("port %d serves the edge's statistics or health checks", p)
 	}
@@ -89,14 +101,14 @@ func (b *builder) portProblem(proto gwv1.ProtocolType, p int) string {
 	return ""
 }
 
-// listenerScope is the scope of an HTTP or HTTPS listener of gw on port
-// p, and the port its bind listens on: the protocol's standard port is
-// its frontend's port, as for the edge's own binds.
+// listenerScope is the scope of an HTTP, HTTPS or TLS listener of gw on
+// port p, and the port its bind listens on: the protocol's standard port
+// is its frontend's port, as for the edge's own binds.
 func (b *builder) listenerScope(gw *gwv1.Gateway, proto gwv1.ProtocolType, p int) (string, int) {
 	want, std := b.o.GatewayHTTPPort, standardHTTPPort
 	switch proto {
 	case gwv1.HTTPProtocolType:
-	case gwv1.HTTPSProtocolType:
+	case gwv1.HTTPSProtocolType, gwv1.TLSProtocolType:
 		want, std = b.o.GatewayHTTPSPort, standardHTTPSPort
 	default:
 		return "", p
@@ -141,10 +153,10 @@ type gwAddress struct {
 	cond *metav1.Condition
 }
 
-// assignGatewayAddresses gives each Gateway without a TLS or TCP listener
-// an address of the pool, the oldest Gateways first: the one spec.addresses asks for, else the one
-// its status already names (so an address stays with its Gateway when an
-// older one goes), else the first free one.
+// assignGatewayAddresses gives each Gateway without a TCP listener an
+// address of the pool, the oldest Gateways first: the one spec.addresses
+// asks for, else the one its status already names (so an address stays
+// with its Gateway when an older one goes), else the first free one.
 func (b *builder) assignGatewayAddresses(gws []*gwv1.Gateway) {
 	if len(b.o.GatewayAddresses) == 0 {
 		return
@@ -154,19 +166,16 @@ func (b *builder) assignGatewayAddresses(gws []*gwv1.Gateway) {
 		pool[a.Unmap()] = true
 	}
 	b.gwAddrs = map[nsName]gwAddress{}
-	// The SNI passthrough frontend and the TCP frontends are bound on the
-	// edge's addresses only: a Gateway with a TLS or TCP listener keeps
-	// them, so that its status never names an address one of its
-	// listeners does not answer on.
+	// The TCP frontends are bound on the edge's addresses only: a Gateway
+	// with a TCP listener keeps them, so that its status never names an
+	// address one of its listeners does not answer on.
 	byAge := slices.DeleteFunc(slices.Clone(gws), func(gw *gwv1.Gateway) bool {
-		if !slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool {
-			return l.Protocol == gwv1.TLSProtocolType || l.Protocol == gwv1.TCPProtocolType
-		}) {
+		if !slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.TCPProtocolType }) {
 			return false
 		}
 		if len(gw.Spec.Addresses) > 0 {
 			c := cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotUsable),
-				"a Gateway with a TLS or TCP listener is served on the edge's own addresses, not on --gateway-addresses", gw.Generation)
+				"a Gateway with a TCP listener is served on the edge's own addresses, not on --gateway-addresses", gw.Generation)
 			b.gwAddrs[nsName{gw.Namespace, gw.Name}] = gwAddress{cond: &c}
 		}
 		return true
@@ -275,20 +284,29 @@ func (b *builder) gatewayAddressStatus(gw *gwv1.Gateway, st *GatewayStatus) {
 	}
 }
 
-// gatewayBinds lists the binds the programmed HTTP and HTTPS listeners
-// with a scope need.
+// gatewayBinds lists the binds the programmed HTTP, HTTPS and TLS
+// listeners with a scope need: one per scope, for every listener on it.
 func (b *builder) gatewayBinds() {
-	seen := map[string]bool{}
+	at := map[string]int{}
 	for _, ls := range b.gwListeners {
-		if ls.scope == "" || !ls.programmed() || seen[ls.scope] {
+		if ls.scope == "" || !ls.programmed() {
 			continue
 		}
-		seen[ls.scope] = true
-		_, port := b.listenerScope(ls.gw, ls.l.Protocol, int(ls.l.Port))
-		b.d.GatewayBinds = append(b.d.GatewayBinds, GatewayBind{
-			Name: ls.scope, Address: b.gwAddrs[nsName{ls.gw.Namespace, ls.gw.Name}].addr, Port: port,
-			TLS: ls.l.Protocol == gwv1.HTTPSProtocolType,
-		})
+		i, seen := at[ls.scope]
+		if !seen {
+			_, port := b.listenerScope(ls.gw, ls.l.Protocol, int(ls.l.Port))
+			i = len(b.d.GatewayBinds)
+			at[ls.scope] = i
+			b.d.GatewayBinds = append(b.d.GatewayBinds, GatewayBind{
+				Name: ls.scope, Address: b.gwAddrs[nsName{ls.gw.Namespace, ls.gw.Name}].addr, Port: port,
+			})
+		}
+		switch ls.l.Protocol {
+		case gwv1.HTTPSProtocolType:
+			b.d.GatewayBinds[i].TLS = true
+		case gwv1.TLSProtocolType:
+			b.d.GatewayBinds[i].Passthrough = true
+		}
 	}
 	slices.SortFunc(b.d.GatewayBinds, func(x, y GatewayBind) int { return cmp.Compare(x.Name, y.Name) })
 }
