@@ -364,10 +364,11 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 				b.problem(ref, ReasonUnsupportedRouteRule, "rules[%d]: %s; the rule is ignored", i, why)
 				continue
 			}
-			if rr == nil && http != nil {
-				rr := b.routeMirrors(r, rule.Filters, http)
-				if rr != nil && resolved.Status == metav1.ConditionTrue {
-					resolved = *rr
+			// A rule without backendRefs answers 500 by itself, before any
+			// mirror would run.
+			if rr == nil && http != nil && http.Status == 0 {
+				if mrr := b.routeMirrors(r, rule.Filters, http); mrr != nil && resolved.Status == metav1.ConditionTrue {
+					resolved = *mrr
 				}
 			}
 			if rr != nil {
