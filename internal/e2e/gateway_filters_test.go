@@ -35,8 +35,8 @@ func echoHandler(name string) http.Handler {
 // TestGatewayHTTPRouteFilters: RequestHeaderModifier and
 // ResponseHeaderModifier (set, add, remove), URLRewrite (hostname,
 // ReplacePrefixMatch, ReplaceFullPath) and RequestRedirect (scheme,
-// hostname, path, status code) on real HAProxy; RequestMirror is refused
-// with UnsupportedValue.
+// hostname, path, status code) on real HAProxy; an ExtensionRef filter is
+// refused with UnsupportedValue (RequestMirror has its own test).
 func TestGatewayHTTPRouteFilters(t *testing.T) {
 	e := newEnv(t)
 	pod := testenv.StartPod(t, testenv.PodOptions{Name: "gwf-echo-0", IP: "198.18.224.10", Handler: echoHandler("gwf-echo-0")})
@@ -85,9 +85,9 @@ func TestGatewayHTTPRouteFilters(t *testing.T) {
 						Hostname: ptrTo(gwv1.PreciseHostname("moved.example.com")),
 						Path:     &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptrTo("/moved")}}},
 				}},
-				{Matches: prefix("/mirror"), BackendRefs: backend, Filters: []gwv1.HTTPRouteFilter{
-					{Type: gwv1.HTTPRouteFilterRequestMirror, RequestMirror: &gwv1.HTTPRequestMirrorFilter{
-						BackendRef: gwv1.BackendObjectReference{Name: "echo", Port: ptrTo(gwv1.PortNumber(80))}}},
+				{Matches: prefix("/extension"), BackendRefs: backend, Filters: []gwv1.HTTPRouteFilter{
+					{Type: gwv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gwv1.LocalObjectReference{
+						Group: "example.com", Kind: "Custom", Name: "custom"}},
 				}},
 			},
 		},
@@ -160,8 +160,9 @@ func TestGatewayHTTPRouteFilters(t *testing.T) {
 		})
 	}
 
-	// RequestMirror cannot be served by HAProxy 2.6: the rule is left out.
-	d.expect("filters.example.com", "/mirror", 404, "")
+	// An ExtensionRef names nothing this controller knows: the rule is
+	// left out.
+	d.expect("filters.example.com", "/extension", 404, "")
 	e.event("HTTPRoute", "filters", "UnsupportedRouteRule")
 	testenv.Eventually(t, 20*time.Second, func() error {
 		got, err := gw.GatewayV1().HTTPRoutes(e.ns).Get(ctx, "filters", metav1.GetOptions{})

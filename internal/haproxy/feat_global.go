@@ -30,6 +30,8 @@ type extras struct {
 	// gwBinds are the http frontend's binds for Gateway listeners
 	// (gateway_binds.go).
 	gwBinds []model.GatewayBind
+	// mirror loads the mirroring script (mirror.go).
+	mirror bool
 }
 
 // key identifies e for the render cache and the reload decision. It prints
@@ -65,6 +67,9 @@ func (r renderer) headFeatures(text string, st *state) string {
 	g := st.global
 	logging := false
 	var globalLines, defaultsLines []string
+	if st.extras.mirror {
+		globalLines = append(globalLines, "lua-load "+r.mirrorLuaPath())
+	}
 	for _, s := range g.Log.Servers {
 		if s.Address == "" {
 			continue

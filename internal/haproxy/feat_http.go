@@ -45,6 +45,13 @@ func lineSafe(s string) bool {
 // captures; then response headers. It fails on a value the model should
 // have refused.
 func httpRules(h model.HTTPRules) (string, error) {
+	text, _, err := httpRulesMirror(h)
+	return text, err
+}
+
+// httpRulesMirror is httpRules that also says whether the rules mirror
+// requests (mirror.go).
+func httpRulesMirror(h model.HTTPRules) (string, bool, error) {
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
 	values := append([]string{h.Redirect, h.SetHost, h.CORS.OriginRegex}, h.Captures...)
@@ -53,18 +60,18 @@ func httpRules(h model.HTTPRules) (string, error) {
 	}
 	for _, v := range values {
 		if !lineSafe(v) {
-			return "", fmt.Errorf("value %q has a control character", v)
+			return "", false, fmt.Errorf("value %q has a control character", v)
 		}
 	}
 	for _, c := range h.Captures {
 		if !safeToken(c) {
-			return "", fmt.Errorf("capture expression %q is not a bare word", c)
+			return "", false, fmt.Errorf("capture expression %q is not a bare word", c)
 		}
 	}
 
 	if h.Status != 0 {
 		if h.Status < 200 || h.Status > 599 {
-			return "", fmt.Errorf("status %d is not an HTTP status", h.Status)
+			return "", false, fmt.Errorf("status %d is not an HTTP status", h.Status)
 		}
 		add("http-request return status %d", h.Status)
 	}
@@ -93,7 +100,7 @@ func httpRules(h model.HTTPRules) (string, error) {
 			var q []string
 			for _, o := range cors.Origins {
 				if !lineSafe(o) {
-					return "", fmt.Errorf("origin %q has a control character", o)
+					return "", false, fmt.Errorf("origin %q has a control character", o)
 				}
 				q = append(q, quoteArg(o))
 			}
@@ -118,12 +125,12 @@ func httpRules(h model.HTTPRules) (string, error) {
 	for _, x := range h.RequestHeaders {
 		v, err := headerFormat(x, model.SampleRequest)
 		if err != nil {
-			return "", fmt.Errorf("request header %q is not valid: %v", x.Name, err)
+			return "", false, fmt.Errorf("request header %q is not valid: %v", x.Name, err)
 		}
 		add("http-request set-header %s %s", x.Name, quoteArg(v))
 	}
 	if err := routeRequestHeaders(h.Route, add); err != nil {
-		return "", err
+		return "", false, err
 	}
 	for _, r := range h.Rewrites {
 		if r.Regex != "" {
@@ -132,8 +139,14 @@ func httpRules(h model.HTTPRules) (string, error) {
 			add("http-request set-path %s", quoteArg(literalFormat(r.To)))
 		}
 	}
+	// The copy is the request as the rules above made it; a redirect
+	// below still mirrors.
+	mirrors, err := routeMirrors(h.Route.Mirrors, add)
+	if err != nil {
+		return "", false, err
+	}
 	if err := routeRedirect(h.Route.Redirect, add); err != nil {
-		return "", err
+		return "", false, err
 	}
 	for i, c := range h.Captures {
 		add("http-request capture %s id %d", c, i)
@@ -141,15 +154,15 @@ func httpRules(h model.HTTPRules) (string, error) {
 	for _, x := range h.ResponseHeaders {
 		v, err := headerFormat(x, model.SampleResponse)
 		if err != nil {
-			return "", fmt.Errorf("response header %q is not valid: %v", x.Name, err)
+			return "", false, fmt.Errorf("response header %q is not valid: %v", x.Name, err)
 		}
 		add("http-response set-header %s %s", x.Name, quoteArg(v))
 	}
 	if err := routeResponseHeaders(h.Route, add); err != nil {
-		return "", err
+		return "", false, err
 	}
 	lines = append(lines, corsResponse...)
-	return strings.Join(lines, "\n"), nil
+	return strings.Join(lines, "\n"), mirrors, nil
 }
 
 // headerFormat is the log-format string of a header value: the model's
@@ -199,12 +212,12 @@ func featureSpec(spec *backendSpec, b *model.Backend, reject func(string, ...any
 		spec.ForwardedFor = false
 		return true
 	}
-	rules, err := httpRules(b.HTTP)
+	rules, mirrors, err := httpRulesMirror(b.HTTP)
 	if err != nil {
 		reject("backend %s: %v; its rules are left out", b.Name, err)
-		rules = ""
+		rules, mirrors = "", false
 	}
-	spec.Rules = rules
+	spec.Rules, spec.Mirror = rules, mirrors
 	for _, l := range b.HTTP.Snippet {
 		if !lineSafe(l) {
 			reject("backend %s: snippet line %q has a control character; the snippet is left out", b.Name, l)

@@ -68,6 +68,9 @@ func (r renderer) stateFilesLazy(st *state, cfg string, cache *renderCache, lazy
 	for _, p := range st.extras.errorPages {
 		out[filepath.Join(errorsDirName, p.file)] = file{data: []byte(p.content), mode: 0o640}
 	}
+	if st.extras.mirror {
+		out[mirrorLuaFile] = file{data: mirrorLua, mode: 0o640}
+	}
 	return out, stale
 }
 

@@ -123,6 +123,12 @@ func structuralChanges(a, b *state) []change {
 				text = "error pages, TCP services, captures, route-acl conditions, " + text
 			}
 		}
+		if ae, be := a.extras, b.extras; ae.mirror != be.mirror {
+			ae.mirror = be.mirror
+			if ae.key() == be.key() {
+				text = fmt.Sprintf("mirroring script loaded %t->%t", a.extras.mirror, b.extras.mirror)
+			}
+		}
 		out = append(out, change{ReloadFrontend, text})
 	}
 	// Only the backends that changed are sorted (for a stable order): at

@@ -155,6 +155,8 @@ type backendSpec struct {
 	// SnippetFrom set the snippet: a rejected snippet is reported there.
 	SnippetFrom model.ObjectRef
 	TCP         bool
+	// Mirror: Rules send copies of requests (mirror.go).
+	Mirror bool
 	// Features are health checks, persistence, client identity, access
 	// control, authentication and rate limiting (feat_backend.go).
 	Features model.BackendFeatures
@@ -493,6 +495,7 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	}
 	st.extras = featureExtras(want, st, captures, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
 	st.extras.routeACLs = routeACLExtras(want, st, reject)
+	st.extras.mirror = mirroring(st)
 	pems := st.tls.fill(want, prev.pems, reject)
 	if memo != nil {
 		memo.pems = pems

@@ -132,6 +132,7 @@ func TestFeatureValuesRejected(t *testing.T) {
 		"backend-config-snippet=http-request return status 200 content-type text/plain file /etc/perimeter/kubeconfig",
 		"backend-config-snippet=http-request set-map(/var/lib/perimeter/maps/path-exact.map) a b",
 		"backend-config-snippet=server evil 203.0.113.9:80", "backend-config-snippet=http-request use-service lua.x",
+		"backend-config-snippet=http-request lua.perimeter-mirror other_db_5432", "backend-config-snippet=http-request LUA.perimeter-mirror x if TRUE",
 		"backend-config-snippet=errorfile 503 /etc/shadow", "backend-config-snippet=stick-table type ip size 100m",
 		"syslog-server=address:1.2.3.4", "syslog-server=address:1.2.3.4, facility:local9",
 		"syslog-server=address:host.example, facility:local0", "log-format=a\x01b",

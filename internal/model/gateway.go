@@ -364,6 +364,13 @@ func (b *builder) httpRoute(r *gwv1.HTTPRoute, listeners map[nsName][]*listenerS
 				b.problem(ref, ReasonUnsupportedRouteRule, "rules[%d]: %s; the rule is ignored", i, why)
 				continue
 			}
+			// A rule without backendRefs answers 500 by itself, before any
+			// mirror would run.
+			if rr == nil && http != nil && http.Status == 0 {
+				if mrr := b.routeMirrors(r, rule.Filters, http); mrr != nil && resolved.Status == metav1.ConditionTrue {
+					resolved = *mrr
+				}
+			}
 			if rr != nil {
 				if resolved.Status == metav1.ConditionTrue {
 					resolved = *rr
@@ -418,6 +425,12 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 	if why != "" {
 		return nil, nil, nil, why
 	}
+	if routeKindOf(r) == grpcRouteKind && slices.ContainsFunc(rule.Filters, func(f gwv1.HTTPRouteFilter) bool {
+		return f.Type == gwv1.HTTPRouteFilterRequestMirror
+	}) {
+		// The mirror's copy is HTTP/1.1; a gRPC call needs HTTP/2.
+		return nil, nil, nil, "filter RequestMirror is not supported"
+	}
 	conditional := false
 	for _, m := range rule.Matches {
 		rm, why := requestMatch(m)
@@ -443,43 +456,18 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 	if len(brs) > maxWeightedRefs {
 		return nil, nil, nil, fmt.Sprintf("1 to %d backendRefs with a non-zero weight are supported", maxWeightedRefs)
 	}
-	gen := r.Generation
 	for _, hbr := range brs {
 		if len(hbr.Filters) > 0 {
 			return nil, nil, nil, "backendRef filters are not supported"
 		}
-		br := hbr.BackendObjectReference
-		if br.Group != nil && *br.Group != "" || br.Kind != nil && *br.Kind != "Service" {
-			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonInvalidKind), "backendRefs must be Services", gen)
-			return nil, nil, &c, ""
+		ref, c, why := b.serviceRef(r, hbr.BackendObjectReference)
+		if c != nil || why != "" {
+			return nil, nil, c, why
 		}
-		ns := r.Namespace
-		if br.Namespace != nil {
-			ns = string(*br.Namespace)
-		}
-		if ns != r.Namespace && !b.referenceGranted(r.Namespace, routeKindOf(r), ns, "", "Service", string(br.Name)) {
-			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonRefNotPermitted),
-				fmt.Sprintf("no ReferenceGrant in %s allows %ss of %s to reach Service %s", ns, routeKindOf(r), r.Namespace, br.Name), gen)
-			b.problem(httpRouteRef(r), ReasonRefNotPermitted, "backendRef Service %s/%s: %s", ns, br.Name, c.Message)
-			return nil, nil, &c, ""
-		}
-		if br.Port == nil {
-			return nil, nil, nil, "backendRef names no port"
-		}
-		if b.services[nsName{ns, string(br.Name)}] == nil {
-			c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonBackendNotFound),
-				fmt.Sprintf("Service %s/%s not found", ns, br.Name), gen)
-			return nil, nil, &c, ""
-		}
-		p := fmt.Sprint(*br.Port)
-		if !validBackendName(ns, string(br.Name), p) {
-			return nil, nil, nil, "backendRef Service name must be a DNS label"
-		}
-		w := int32(1)
 		if hbr.Weight != nil {
-			w = *hbr.Weight
+			ref.weight = *hbr.Weight
 		}
-		refs = append(refs, routeRef{base: ns + "_" + string(br.Name) + "_" + p, ns: ns, svc: string(br.Name), port: int32(*br.Port), weight: w})
+		refs = append(refs, ref)
 	}
 	if conditional && len(refs) > 1 {
 		// The split acts on the backend the maps choose; a conditional
@@ -490,6 +478,40 @@ func (b *builder) routeBackend(r *gwv1.HTTPRoute, rule gwv1.HTTPRouteRule) (refs
 		return nil, nil, nil, "filters with two weighted backendRefs are not supported"
 	}
 	return refs, http, nil, ""
+}
+
+// serviceRef resolves a backendRef to a Service port (weight 1). rr is a
+// ResolvedRefs=False condition for a reference that cannot be used, why
+// the reason a rule naming it cannot be served.
+func (b *builder) serviceRef(r *gwv1.HTTPRoute, br gwv1.BackendObjectReference) (ref routeRef, rr *metav1.Condition, why string) {
+	gen := r.Generation
+	if br.Group != nil && *br.Group != "" || br.Kind != nil && *br.Kind != "Service" {
+		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonInvalidKind), "backendRefs must be Services", gen)
+		return ref, &c, ""
+	}
+	ns := r.Namespace
+	if br.Namespace != nil {
+		ns = string(*br.Namespace)
+	}
+	if ns != r.Namespace && !b.referenceGranted(r.Namespace, routeKindOf(r), ns, "", "Service", string(br.Name)) {
+		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonRefNotPermitted),
+			fmt.Sprintf("no ReferenceGrant in %s allows %ss of %s to reach Service %s", ns, routeKindOf(r), r.Namespace, br.Name), gen)
+		b.problem(httpRouteRef(r), ReasonRefNotPermitted, "backendRef Service %s/%s: %s", ns, br.Name, c.Message)
+		return ref, &c, ""
+	}
+	if br.Port == nil {
+		return ref, nil, "backendRef names no port"
+	}
+	if b.services[nsName{ns, string(br.Name)}] == nil {
+		c := cond(string(gwv1.RouteConditionResolvedRefs), false, string(gwv1.RouteReasonBackendNotFound),
+			fmt.Sprintf("Service %s/%s not found", ns, br.Name), gen)
+		return ref, &c, ""
+	}
+	p := fmt.Sprint(*br.Port)
+	if !validBackendName(ns, string(br.Name), p) {
+		return ref, nil, "backendRef Service name must be a DNS label"
+	}
+	return routeRef{base: ns + "_" + string(br.Name) + "_" + p, ns: ns, svc: string(br.Name), port: int32(*br.Port), weight: 1}, nil, ""
 }
 
 // routeSplit is a weighted rule's share for its second backend, in the

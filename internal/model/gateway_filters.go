@@ -3,15 +3,19 @@ package model
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // HTTPRoute filters: header modifiers (set, add, remove), URLRewrite
-// (hostname, full path, prefix) and RequestRedirect (scheme, hostname,
-// port, path, status code) become rules of the rule's own backend.
+// (hostname, full path, prefix), RequestRedirect (scheme, hostname,
+// port, path, status code) and RequestMirror become rules of the rule's
+// own backend.
 
 // RouteFilters are the HTTPRoute filters HTTPRules has no field for.
 type RouteFilters struct {
@@ -22,6 +26,18 @@ type RouteFilters struct {
 	// Redirect answers with a Location built from the request: path and
 	// query as they are after Rewrites.
 	Redirect RouteRedirect
+	// Mirrors are the RequestMirror filters whose backend resolved, in
+	// the rule's order.
+	Mirrors []RouteMirror
+}
+
+// RouteMirror sends a copy of Num in Den requests, as they are after the
+// request header changes and Rewrites, to one server of Backend.
+// HAProxy 2.6 has no mirroring of its own: the daemon's Lua action sends
+// the copy (haproxy/lua/mirror.lua).
+type RouteMirror struct {
+	Backend  string
+	Num, Den int
 }
 
 // RouteRedirect is a RequestRedirect: Scheme and Host "" keep the
@@ -55,8 +71,11 @@ func (b *builder) routeFilters(filters []gwv1.HTTPRouteFilter, matches []gwv1.HT
 		case gwv1.HTTPRouteFilterURLRewrite:
 			why = urlRewrite(f.URLRewrite, matches, h)
 		case gwv1.HTTPRouteFilterRequestMirror:
-			// HAProxy 2.6 mirrors only through an SPOE agent.
-			why = "filter RequestMirror is not supported"
+			// The backend is resolved once the rule is known to be
+			// served (routeMirrors).
+			if _, _, why = mirrorFraction(f.RequestMirror); why == "" {
+				why = mirrorRef(f.RequestMirror.BackendRef)
+			}
 		default:
 			why = fmt.Sprintf("filter %s is not supported", f.Type)
 		}
@@ -68,6 +87,74 @@ func (b *builder) routeFilters(filters []gwv1.HTTPRouteFilter, matches []gwv1.HT
 		return nil, "RequestRedirect cannot be combined with URLRewrite hostname or request header changes"
 	}
 	return h, ""
+}
+
+// mirrorFraction is the share of requests a RequestMirror copies: all of
+// them unless percent or fraction says.
+func mirrorFraction(m *gwv1.HTTPRequestMirrorFilter) (num, den int, why string) {
+	if m == nil {
+		return 0, 0, "RequestMirror: no settings"
+	}
+	num, den = 1, 1
+	switch {
+	case m.Percent != nil && m.Fraction != nil:
+		return 0, 0, "RequestMirror: percent and fraction are exclusive"
+	case m.Percent != nil:
+		num, den = int(*m.Percent), 100
+	case m.Fraction != nil:
+		num, den = int(m.Fraction.Numerator), 100
+		if m.Fraction.Denominator != nil {
+			den = int(*m.Fraction.Denominator)
+		}
+	}
+	if den < 1 || num < 0 || num > den {
+		return 0, 0, "RequestMirror: the share of requests must be between 0 and 1"
+	}
+	return num, den, ""
+}
+
+// mirrorRef refuses the rule of a mirror backendRef no backend can be
+// named after, as routeBackend does for the rule's own backendRefs.
+func mirrorRef(br gwv1.BackendObjectReference) string {
+	if br.Port == nil {
+		return "RequestMirror: backendRef names no port"
+	}
+	if !validBackendName(string(br.Name), fmt.Sprint(*br.Port)) {
+		return "RequestMirror: backendRef Service name must be a DNS label"
+	}
+	return ""
+}
+
+// routeMirrors gives a served rule's RequestMirror filters their backends.
+// A backendRef that cannot be used drops its mirror, not the rule, as the
+// Gateway API asks: rr then says why.
+func (b *builder) routeMirrors(r *gwv1.HTTPRoute, filters []gwv1.HTTPRouteFilter, h *HTTPRules) (rr *metav1.Condition) {
+	for _, f := range filters {
+		if f.Type != gwv1.HTTPRouteFilterRequestMirror {
+			continue
+		}
+		num, den, why := mirrorFraction(f.RequestMirror)
+		if why != "" {
+			continue
+		}
+		ref, c, why := b.serviceRef(r, f.RequestMirror.BackendRef)
+		if why != "" {
+			// mirrorRef refused the rule already.
+			continue
+		}
+		if c != nil {
+			if rr == nil {
+				rr = c
+			}
+			continue
+		}
+		st := b.useBackend(ref.base, ref.ns, ref.svc, networkingv1.ServiceBackendPort{Number: ref.port}, nil)
+		if rk := httpRouteRef(r); !slices.Contains(st.routes, rk) {
+			st.routes = append(st.routes, rk)
+		}
+		h.Route.Mirrors = append(h.Route.Mirrors, RouteMirror{Backend: st.name, Num: num, Den: den})
+	}
+	return rr
 }
 
 func headerModifier(m *gwv1.HTTPHeaderFilter, what string) (set, add []Header, remove []string, why string) {
@@ -240,6 +327,9 @@ func dumpRouteFilters(w *strings.Builder, f RouteFilters) {
 	}
 	for _, n := range f.RemoveResponseHeaders {
 		fmt.Fprintf(w, "  response-remove-header %s\n", n)
+	}
+	for _, m := range f.Mirrors {
+		fmt.Fprintf(w, "  request-mirror %s %d/%d\n", m.Backend, m.Num, m.Den)
 	}
 	if r := f.Redirect; r.Set {
 		fmt.Fprintf(w, "  route-redirect scheme=%q host=%q port=%s code %d\n", r.Scheme, r.Host, strconv.Itoa(r.Port), r.Code)
