@@ -289,7 +289,7 @@ func (w *Watcher) notifyServices(inf cache.SharedIndexInformer) cache.SharedInde
 
 // ChangedIngresses looks up the Ingresses of a Delta's IngressKeys in the
 // caches: nil for one that is gone (or in a blacklisted namespace), as
-// model.TryUpdateIngresses takes them.
+// model.TryUpdate takes them.
 func (w *Watcher) ChangedIngresses(keys map[model.ObjectRef]bool) map[model.ObjectRef]*networkingv1.Ingress {
 	out := make(map[model.ObjectRef]*networkingv1.Ingress, len(keys))
 	for k := range keys {

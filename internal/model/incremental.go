@@ -30,8 +30,8 @@ import (
 // can be won or lost, and its namespace must keep owning some other host,
 // so the namespace defaults of ownerMaps stay as they are. Its routes then
 // give exactly the routes, map entries and Served entry a full Build gives
-// it, the backends are unchanged (the very same *Backend values), and no
-// problem appears or disappears.
+// it, the backends it routes to are unchanged (the very same *Backend
+// values), and no problem appears or disappears.
 //
 // A plain Ingress may also be the first to route to a Service port no
 // backend serves yet, when the Service is no ExternalName: the Ingress
