@@ -484,15 +484,28 @@ func (x *ingressIndex) addBackend(d *Desired, st *backendState, ing *networkingv
 	if taken {
 		return false
 	}
-	svc := x.b.services[nsName{k.Namespace, k.Name}]
-	// The resolver learns an ExternalName from full snapshots only.
-	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+	part := x.lookup(map[ServiceKey]bool{k: true})
+	if part == nil {
 		return false
 	}
-	part := x.lookup(map[ServiceKey]bool{k: true})
-	if part == nil || !slices.Contains(part.Services, svc) {
-		// The caches have moved on since the change was taken: the next
-		// one will tell.
+	n := nsName{k.Namespace, k.Name}
+	var svc *corev1.Service
+	for _, s := range part.Services {
+		if s != nil && s.Namespace == k.Namespace && s.Name == k.Name {
+			svc = s
+		}
+	}
+	if svc != x.b.services[n] {
+		// The caches hold a Service the change does not tell of yet: an
+		// Ingress's event may come before its new Service's. Unused, the
+		// Service is taken as it is now, and its own change, when it
+		// comes, changes nothing.
+		if svc == nil || !x.changeService(d, serviceChange{n, x.b.services[n], svc}) {
+			return false
+		}
+	}
+	// The resolver learns an ExternalName from full snapshots only.
+	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return false
 	}
 	var sls []*discoveryv1.EndpointSlice
@@ -502,7 +515,7 @@ func (x *ingressIndex) addBackend(d *Desired, st *backendState, ing *networkingv
 		}
 	}
 	fb := &builder{s: x.b.s, o: x.b.o, d: &Desired{}, services: x.b.services,
-		slices: map[nsName][]*discoveryv1.EndpointSlice{{k.Namespace, k.Name}: sls}, cmValues: x.b.cmValues,
+		slices: map[nsName][]*discoveryv1.EndpointSlice{n: sls}, cmValues: x.b.cmValues,
 		ingValues: map[*networkingv1.Ingress]values{}, svcValues: x.b.svcValues}
 	st.users = []*networkingv1.Ingress{ing}
 	be := fb.finishBackend(st)
