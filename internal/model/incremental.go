@@ -36,10 +36,10 @@ import (
 // A plain Ingress may also be the first to route to a Service port no
 // backend serves yet, when the Service is no ExternalName: the Ingress
 // registers the port's first variant, which takes the name Build gives
-// it, and the backend is finished from the Service,
-// its EndpointSlices (through a ServiceLookup) and the ConfigMap, as
-// finishBackend does in a Build. Anything that would report a problem or
-// name a Secret (auth, backend TLS, a snippet) falls back to Build.
+// it, and the backend is finished from the Service, its EndpointSlices
+// (through a ServiceLookup) and the ConfigMap, as finishBackend does in a
+// Build. Anything that would report a problem or name a Secret (auth,
+// backend TLS) or a snippet falls back to Build.
 //
 // Services change the result only through the backends that use them and
 // the Ingresses that name them: a Service that neither a backend, a served
