@@ -446,16 +446,16 @@ func TestUpdateIngressesRandom(t *testing.T) {
 							// and Services changed, without a snapshot.
 							// A new Service's event may come a pass
 							// after the Ingress routing to it.
-							svcs := changedServices(s, &s2)
-							maps.Copy(svcs, late)
+							keys := changedServices(s, &s2)
+							maps.Copy(keys, late)
 							clear(late)
-							for k := range svcs {
+							for k := range keys {
 								if m.r.IntN(4) == 0 && !slices.ContainsFunc(s.Services, func(svc *corev1.Service) bool { return svc.Namespace == k.Namespace && svc.Name == k.Name }) {
-									delete(svcs, k)
+									delete(keys, k)
 									late[k] = true
 								}
 							}
-							got, _ = TryUpdate(prev, Change{Ingresses: changedIngresses(s, &s2), Services: svcs, Lookup: snapshotLookup(&s2)}, o)
+							got, _ = TryUpdate(prev, Change{Ingresses: changedIngresses(s, &s2), Services: keys, Lookup: snapshotLookup(&s2)}, o)
 						} else {
 							got = updateIngresses(prev, &s2, o)
 						}
