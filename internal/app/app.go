@@ -714,10 +714,15 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 		// changed objects are all the model needs to see.
 		ok := true
 		want = l.prev
-		if delta.Ingresses {
-			want, ok = model.TryUpdateIngresses(want, l.w.ChangedIngresses(delta.IngressKeys), l.opts)
+		if delta.Ingresses || len(delta.ServiceKeys) > 0 {
+			c := model.Change{Services: delta.ServiceKeys, Lookup: l.w.EndpointsSnapshot}
+			if delta.Ingresses {
+				c.Ingresses = l.w.ChangedIngresses(delta.IngressKeys)
+			}
+			want, ok = model.TryUpdate(want, c, l.opts)
 			if ok {
-				l.log.Debug("ingresses updated", "ingresses", len(delta.IngressKeys), "took", time.Since(start))
+				l.log.Debug("ingresses updated", "ingresses", len(delta.IngressKeys), "services", len(delta.ServiceKeys),
+					"backends", len(want.Backends)-len(l.prev.Backends), "took", time.Since(start))
 			}
 		}
 		if ok && len(delta.Services) > 0 {
@@ -740,6 +745,12 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 			}
 			delta.Services[k] = true
 		}
+		for k := range more.ServiceKeys {
+			if delta.ServiceKeys == nil {
+				delta.ServiceKeys = map[model.ServiceKey]bool{}
+			}
+			delta.ServiceKeys[k] = true
+		}
 		switch {
 		case delta.Other || l.prev == nil:
 			want = model.Build(snap, l.opts)
@@ -747,13 +758,13 @@ func (l *loop) sync(ctx context.Context) (haproxy.Result, error) {
 			l.log.Debug("model built", "took", time.Since(start))
 		default:
 			want = l.prev
-			if delta.Ingresses {
+			if delta.Ingresses || len(delta.ServiceKeys) > 0 {
 				want = model.UpdateIngresses(want, snap, l.opts)
 			}
 			if len(delta.Services) > 0 {
 				want = model.RefreshEndpoints(want, snap, l.opts, delta.Services)
 			}
-			l.log.Debug("model updated from a snapshot", "ingresses", delta.Ingresses, "services", len(delta.Services), "took", time.Since(start))
+			l.log.Debug("model updated from a snapshot", "ingresses", delta.Ingresses, "services", len(delta.ServiceKeys), "endpoints", len(delta.Services), "took", time.Since(start))
 		}
 	}
 	// Incremental passes keep the very same list when no reference

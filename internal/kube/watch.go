@@ -108,8 +108,8 @@ type Watcher struct {
 // Delta says what changed between two snapshots, so that a change to
 // EndpointSlices alone can skip rebuilding everything else.
 type Delta struct {
-	// Other: something other than Ingresses and EndpointSlices changed
-	// (or may have).
+	// Other: something other than Ingresses, Services and EndpointSlices
+	// changed (or may have).
 	Other bool
 	// Ingresses: an Ingress was added, deleted or changed (other than in
 	// its status); IngressKeys says which.
@@ -118,6 +118,9 @@ type Delta struct {
 	// Services whose EndpointSlices changed, by the slices'
 	// kubernetes.io/service-name label, before and after the change.
 	Services map[model.ServiceKey]bool
+	// ServiceKeys are the Services themselves that were added, deleted or
+	// changed (model.Change.Services).
+	ServiceKeys map[model.ServiceKey]bool
 }
 
 type namedInformer struct {
@@ -150,7 +153,7 @@ func NewWatcher(cs kubernetes.Interface, opts WatchOptions, log *slog.Logger) *W
 		f := informers.NewSharedInformerFactoryWithOptions(cs, opts.Resync, informers.WithNamespace(ns), strip)
 		w.factories = append(w.factories, f)
 		w.ingresses = append(w.ingresses, w.notifyIngresses(f.Networking().V1().Ingresses().Informer()))
-		w.services = append(w.services, w.notify(f.Core().V1().Services().Informer()))
+		w.services = append(w.services, w.notifyServices(f.Core().V1().Services().Informer()))
 		sl := f.Discovery().V1().EndpointSlices().Informer()
 		// EndpointsSnapshot finds a Service's slices without a scan.
 		_ = sl.AddIndexers(cache.Indexers{sliceServiceIndex: func(o any) ([]string, error) {
@@ -252,9 +255,41 @@ func (w *Watcher) notifyIngresses(inf cache.SharedIndexInformer) cache.SharedInd
 	return inf
 }
 
+// notifyServices records which Services changed: the model applies a
+// change of a Service nothing uses, or a new one with its first Ingress,
+// to its previous result (model.TryUpdate).
+func (w *Watcher) notifyServices(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
+	changed := func(o any) {
+		if d, isTomb := o.(cache.DeletedFinalStateUnknown); isTomb {
+			o = d.Obj
+		}
+		w.dirtyMu.Lock()
+		if svc, ok := o.(*corev1.Service); ok {
+			if w.dirty.ServiceKeys == nil {
+				w.dirty.ServiceKeys = map[model.ServiceKey]bool{}
+			}
+			w.dirty.ServiceKeys[model.ServiceKey{Namespace: svc.Namespace, Name: svc.Name}] = true
+		} else {
+			w.dirty.Other = true
+		}
+		w.dirtyMu.Unlock()
+		w.signal()
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: changed,
+		UpdateFunc: func(old, cur any) {
+			if !resynced(old, cur) {
+				changed(cur)
+			}
+		},
+		DeleteFunc: changed,
+	})
+	return inf
+}
+
 // ChangedIngresses looks up the Ingresses of a Delta's IngressKeys in the
 // caches: nil for one that is gone (or in a blacklisted namespace), as
-// model.TryUpdateIngresses takes them.
+// model.TryUpdate takes them.
 func (w *Watcher) ChangedIngresses(keys map[model.ObjectRef]bool) map[model.ObjectRef]*networkingv1.Ingress {
 	out := make(map[model.ObjectRef]*networkingv1.Ingress, len(keys))
 	for k := range keys {

@@ -51,7 +51,7 @@ func waitDelta(t *testing.T, w *Watcher) (*model.Snapshot, Delta) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		s, d := w.SnapshotDelta()
-		if d.Other || d.Ingresses || len(d.Services) > 0 {
+		if d.Other || d.Ingresses || len(d.Services) > 0 || len(d.ServiceKeys) > 0 {
 			return s, d
 		}
 		if time.Now().After(deadline) {
@@ -165,12 +165,23 @@ func TestSnapshotDelta(t *testing.T) {
 		t.Fatalf("a status write counted as a change: %+v", d)
 	}
 
+	// A Service is named, for the model to tell whether anything uses
+	// it; the lookup the model is given finds it.
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
 	if _, err := cs.CoreV1().Services("ns").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, d = waitDelta(t, w); !d.Other {
-		t.Fatalf("a Service change must ask for a full build: %+v", d)
+	if _, d = waitDelta(t, w); d.Other || d.Ingresses || !reflect.DeepEqual(d.ServiceKeys, map[model.ServiceKey]bool{web: true}) {
+		t.Fatalf("after a Service was created: %+v", d)
+	}
+	if part := w.EndpointsSnapshot(map[model.ServiceKey]bool{web: true}); len(part.Services) != 1 || part.Services[0].Name != "web" {
+		t.Fatalf("the lookup does not find the new Service: %+v", part.Services)
+	}
+	if err := cs.CoreV1().Services("ns").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, d = waitDelta(t, w); d.Other || !reflect.DeepEqual(d.ServiceKeys, map[model.ServiceKey]bool{web: true}) {
+		t.Fatalf("after a Service was deleted: %+v", d)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -28,8 +30,22 @@ import (
 // can be won or lost, and its namespace must keep owning some other host,
 // so the namespace defaults of ownerMaps stay as they are. Its routes then
 // give exactly the routes, map entries and Served entry a full Build gives
-// it, the backends are unchanged (the very same *Backend values), and no
-// problem appears or disappears.
+// it, the backends it routes to are unchanged (the very same *Backend
+// values), and no problem appears or disappears.
+//
+// A plain Ingress may also be the first to route to a Service port no
+// backend serves yet, when the Service is no ExternalName: the Ingress
+// registers the port's first variant, which takes the name Build gives
+// it, and the backend is finished from the Service, its EndpointSlices
+// (through a ServiceLookup) and the ConfigMap, as finishBackend does in a
+// Build. Anything that would report a problem or name a Secret (auth,
+// backend TLS) or a snippet falls back to Build.
+//
+// Services change the result only through the backends that use them and
+// the Ingresses that name them: a Service that neither a backend, a served
+// Ingress nor --default-backend-service names may come, change or go
+// without changing anything but the index. A change of any other Service
+// needs Build.
 
 // ingressIndex is what a full Build keeps for UpdateIngresses. It belongs
 // to one Desired (owner): an update takes it over, so the Desired it was
@@ -52,23 +68,34 @@ type ingressIndex struct {
 	routes map[string]int
 	// canaries are the backends serving as another backend's canary.
 	canaries map[string]bool
+	// svcUsers counts the served Ingresses naming each Service in a rule
+	// or a default backend, whether the rule is served or not: Build
+	// judges a Service's annotations for any rule naming it.
+	svcUsers map[nsName]int
 	// rest identifies the parts of the snapshot an update must not see
 	// changed.
 	rest snapshotRest
+
+	// During one update: lookup finds the EndpointSlices of a Service
+	// getting its first backend; ownBackends says that the result's
+	// Backends and bySvc are its own, no longer shared with the previous
+	// one.
+	lookup      ServiceLookup
+	ownBackends bool
 }
 
 // snapshotRest is what UpdateIngresses checks of the snapshot besides the
-// Ingresses, as a guard against a caller whose delta was wrong: the
-// pointers of the single objects and the sizes of the lists.
+// Ingresses and Services, as a guard against a caller whose delta was
+// wrong: the pointers of the single objects and the sizes of the lists.
 type snapshotRest struct {
 	configMap, errorFiles, tcpServices, patternFiles any
-	classes, services, secrets, pending, refused     int
+	classes, secrets, pending, refused               int
 }
 
 func restOf(s *Snapshot) snapshotRest {
 	return snapshotRest{
 		configMap: s.ConfigMap, errorFiles: s.ErrorFiles, tcpServices: s.TCPServices, patternFiles: s.PatternFiles,
-		classes: len(s.IngressClasses), services: len(s.Services), secrets: len(s.Secrets),
+		classes: len(s.IngressClasses), secrets: len(s.Secrets),
 		pending: len(s.PendingSecrets), refused: len(s.RefusedSecrets),
 	}
 }
@@ -105,6 +132,7 @@ func newIngressIndex(b *builder, served []*networkingv1.Ingress) *ingressIndex {
 		nsHosts:   map[string]int{},
 		routes:    make(map[string]int, len(b.backends)),
 		canaries:  map[string]bool{},
+		svcUsers:  map[nsName]int{},
 		rest:      restOf(s),
 	}
 	for _, ing := range s.Ingresses {
@@ -115,6 +143,9 @@ func newIngressIndex(b *builder, served []*networkingv1.Ingress) *ingressIndex {
 	for _, ing := range served {
 		for _, h := range namedHosts(ing) {
 			x.hostUsers[h]++
+		}
+		for _, k := range namedServices(ing) {
+			x.svcUsers[k]++
 		}
 	}
 	for _, ns := range b.hostOwners {
@@ -151,14 +182,37 @@ func namedHosts(ing *networkingv1.Ingress) []string {
 	return slices.Compact(out)
 }
 
+// namedServices lists the Services ing names in its rules and default
+// backend, once each.
+func namedServices(ing *networkingv1.Ingress) []nsName {
+	var out []nsName
+	add := func(be *networkingv1.IngressBackend) {
+		if be != nil && be.Service != nil {
+			out = append(out, nsName{ing.Namespace, be.Service.Name})
+		}
+	}
+	add(ing.Spec.DefaultBackend)
+	for _, r := range ing.Spec.Rules {
+		if r.HTTP == nil {
+			continue
+		}
+		for i := range r.HTTP.Paths {
+			add(&r.HTTP.Paths[i].Backend)
+		}
+	}
+	slices.SortFunc(out, func(a, b nsName) int { return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.name, b.name)) })
+	return slices.Compact(out)
+}
+
 // UpdateIngresses returns what Build(s, o) returns when prev was built (by
-// Build, RefreshEndpoints, UpdateIngresses or TryUpdateIngresses) from a
-// snapshot that differs from s only in its Ingresses, and in EndpointSlices
-// whose change the caller then passes to RefreshEndpoints. It applies
-// changed plain Ingresses (see above) to prev, at a cost that grows with
-// the change apart from one look at every Ingress's pointer, and runs
-// Build for anything else. prev is not modified, but can no longer be
-// updated itself: pass the result next time.
+// Build, RefreshEndpoints, UpdateIngresses or TryUpdate) from a snapshot
+// that differs from s only in its Ingresses and Services, and in
+// EndpointSlices whose change the caller then passes to RefreshEndpoints.
+// It applies changed plain Ingresses and unused Services (see above) to
+// prev, at a cost that grows with the change apart from one look at every
+// Ingress's and Service's pointer, and runs Build for anything else. prev
+// is not modified, but can no longer be updated itself: pass the result
+// next time.
 func UpdateIngresses(prev *Desired, s *Snapshot, o Options) *Desired {
 	if d := updateIngresses(prev, s, o); d != nil {
 		return d
@@ -169,6 +223,11 @@ func UpdateIngresses(prev *Desired, s *Snapshot, o Options) *Desired {
 type ingressChange struct {
 	ref      ObjectRef
 	old, cur *networkingv1.Ingress
+}
+
+type serviceChange struct {
+	key      nsName
+	old, cur *corev1.Service
 }
 
 func updateIngresses(prev *Desired, s *Snapshot, o Options) *Desired {
@@ -210,16 +269,81 @@ func updateIngresses(prev *Desired, s *Snapshot, o Options) *Desired {
 			}
 		}
 	}
-	return applyIngressChanges(prev, x, changes)
+	var svcs []serviceChange
+	matched = 0
+	for _, svc := range s.Services {
+		if svc == nil {
+			continue
+		}
+		k := nsName{svc.Namespace, svc.Name}
+		old, ok := x.b.services[k]
+		if ok {
+			matched++
+		}
+		if old != svc {
+			svcs = append(svcs, serviceChange{k, old, svc})
+		}
+	}
+	if matched < len(x.b.services) {
+		present := make(map[nsName]bool, len(s.Services))
+		for _, svc := range s.Services {
+			if svc != nil {
+				present[nsName{svc.Namespace, svc.Name}] = true
+			}
+		}
+		for k, old := range x.b.services {
+			if !present[k] {
+				svcs = append(svcs, serviceChange{k, old, nil})
+			}
+		}
+	}
+	return applyChanges(prev, x, changes, svcs, snapshotLookup(s))
 }
 
-// TryUpdateIngresses is UpdateIngresses told what changed instead of given
-// a snapshot: current holds, by namespace and name, every Ingress that may
-// have changed since prev, as it is now, nil when it is gone. ok is false
-// when a Build is needed. Nothing else may have changed since prev but
-// EndpointSlices, which are left to RefreshEndpoints. It costs the
-// change: no snapshot of every cached object needs to be taken.
-func TryUpdateIngresses(prev *Desired, current map[ObjectRef]*networkingv1.Ingress, o Options) (d *Desired, ok bool) {
+// snapshotLookup is a ServiceLookup reading a whole snapshot.
+func snapshotLookup(s *Snapshot) ServiceLookup {
+	return func(keys map[ServiceKey]bool) *Snapshot {
+		part := &Snapshot{ExternalNames: s.ExternalNames}
+		for _, svc := range s.Services {
+			if svc != nil && keys[ServiceKey{svc.Namespace, svc.Name}] {
+				part.Services = append(part.Services, svc)
+			}
+		}
+		for _, sl := range s.EndpointSlices {
+			if k, ok := sliceService(sl); ok && keys[ServiceKey{k.ns, k.name}] {
+				part.EndpointSlices = append(part.EndpointSlices, sl)
+			}
+		}
+		return part
+	}
+}
+
+// ServiceLookup returns the current state of the given Services: those of
+// them that exist, their EndpointSlices and the addresses their
+// ExternalNames resolve to, as a partial Snapshot.
+type ServiceLookup func(keys map[ServiceKey]bool) *Snapshot
+
+// Change is what may have changed since a previous result, as TryUpdate
+// takes it.
+type Change struct {
+	// Ingresses holds, by namespace and name, every Ingress that may have
+	// changed, as it is now, nil when it is gone.
+	Ingresses map[ObjectRef]*networkingv1.Ingress
+	// Services are the Services (the objects, not their EndpointSlices)
+	// that may have been added, changed or deleted.
+	Services map[ServiceKey]bool
+	// Lookup reads the current Services and EndpointSlices: those of
+	// Services, and of the Services a changed Ingress routes to first.
+	// Without it, Service changes and new backends need a Build.
+	Lookup ServiceLookup
+}
+
+// TryUpdate is UpdateIngresses told what changed instead of given a
+// snapshot. ok is false when a Build is needed. Nothing else may have
+// changed since prev but EndpointSlices, which are left to
+// RefreshEndpoints. It costs the change: no snapshot of every cached
+// object needs to be taken.
+func TryUpdate(prev *Desired, c Change, o Options) (d *Desired, ok bool) {
 	if prev == nil {
 		return nil, false
 	}
@@ -228,19 +352,48 @@ func TryUpdateIngresses(prev *Desired, current map[ObjectRef]*networkingv1.Ingre
 		return nil, false
 	}
 	var changes []ingressChange
-	for ref, cur := range current {
+	for ref, cur := range c.Ingresses {
 		if old := x.ings[ref]; old != cur {
 			changes = append(changes, ingressChange{ref, old, cur})
 		}
 	}
-	d = applyIngressChanges(prev, x, changes)
+	var svcs []serviceChange
+	if len(c.Services) > 0 {
+		if c.Lookup == nil || len(c.Services) > maxIncremental {
+			return nil, false
+		}
+		part := c.Lookup(c.Services)
+		if part == nil {
+			return nil, false
+		}
+		now := make(map[nsName]*corev1.Service, len(c.Services))
+		for _, svc := range part.Services {
+			if svc != nil && c.Services[ServiceKey{svc.Namespace, svc.Name}] {
+				now[nsName{svc.Namespace, svc.Name}] = svc
+			}
+		}
+		for k := range c.Services {
+			n := nsName{k.Namespace, k.Name}
+			if old, cur := x.b.services[n], now[n]; old != cur {
+				svcs = append(svcs, serviceChange{n, old, cur})
+			}
+		}
+	}
+	d = applyChanges(prev, x, changes, svcs, c.Lookup)
 	return d, d != nil
 }
 
-// applyIngressChanges applies changes to prev, or returns nil when one of
-// them is not plain.
-func applyIngressChanges(prev *Desired, x *ingressIndex, changes []ingressChange) *Desired {
-	if len(changes) > maxIncremental {
+// TryUpdateIngresses is TryUpdate for a change of Ingresses alone: current
+// is Change.Ingresses. Without a lookup, only Service ports that already
+// have a backend can take new routes.
+func TryUpdateIngresses(prev *Desired, current map[ObjectRef]*networkingv1.Ingress, o Options) (d *Desired, ok bool) {
+	return TryUpdate(prev, Change{Ingresses: current}, o)
+}
+
+// applyChanges applies changes to prev, or returns nil when one of them is
+// not plain or a Service change is not one of an unused Service.
+func applyChanges(prev *Desired, x *ingressIndex, changes []ingressChange, svcs []serviceChange, lookup ServiceLookup) *Desired {
+	if len(changes)+len(svcs) > maxIncremental {
 		return nil
 	}
 	// Deletions first, then by name: the outcome does not depend on the
@@ -257,9 +410,19 @@ func applyIngressChanges(prev *Desired, x *ingressIndex, changes []ingressChange
 	})
 	// From here on x changes: prev loses it whatever the outcome.
 	x.owner = nil
+	x.lookup, x.ownBackends = lookup, false
+	// The lookup reads caches that change: it is not kept past the update.
+	defer func() { x.lookup = nil }()
 	d := *prev
 	d.inc = nil
 	d.MapChanges = nil
+	// Services first: an Ingress of the same change may route to one that
+	// has just come.
+	for _, c := range svcs {
+		if !x.changeService(&d, c) {
+			return nil
+		}
+	}
 	if len(changes) > 0 {
 		d.Routes = slices.Clone(prev.Routes)
 		d.Served = slices.Clone(prev.Served)
@@ -288,6 +451,92 @@ func applyIngressChanges(prev *Desired, x *ingressIndex, changes []ingressChange
 	return &d
 }
 
+// changeService applies the change of a Service that nothing uses: only
+// the index notes it. It reports false when something does.
+func (x *ingressIndex) changeService(d *Desired, c serviceChange) bool {
+	if len(d.bySvc[ServiceKey{c.key.ns, c.key.name}]) > 0 || x.svcUsers[c.key] > 0 || x.b.o.DefaultBackendService == c.key.ns+"/"+c.key.name {
+		return false
+	}
+	if c.old != nil {
+		// Values are cached by object: the old one's are never read again.
+		delete(x.b.svcValues, c.old)
+	}
+	if c.cur == nil {
+		delete(x.b.services, c.key)
+	} else {
+		x.b.services[c.key] = c.cur
+	}
+	return true
+}
+
+// addBackend finishes st, the first backend of its Service port, for ing,
+// its one user, and adds it to d, as a Build would have: it reports false
+// when it cannot tell that a Build would give the very same backend and
+// nothing else (no problem, no Secret, no snippet).
+func (x *ingressIndex) addBackend(d *Desired, st *backendState, ing *networkingv1.Ingress) bool {
+	k := ServiceKey{st.namespace, st.service}
+	if x.lookup == nil {
+		return false
+	}
+	// No backend of that name: no variant of the port either, since the
+	// first one takes the plain name (variantName).
+	i, taken := slices.BinarySearchFunc(d.Backends, st.name, compareBackendName)
+	if taken {
+		return false
+	}
+	part := x.lookup(map[ServiceKey]bool{k: true})
+	if part == nil {
+		return false
+	}
+	n := nsName{k.Namespace, k.Name}
+	var svc *corev1.Service
+	for _, s := range part.Services {
+		if s != nil && s.Namespace == k.Namespace && s.Name == k.Name {
+			svc = s
+		}
+	}
+	if svc != x.b.services[n] {
+		// The caches hold a Service the change does not tell of yet: an
+		// Ingress's event may come before its new Service's. Unused, the
+		// Service is taken as it is now, and its own change, when it
+		// comes, changes nothing.
+		if svc == nil || !x.changeService(d, serviceChange{n, x.b.services[n], svc}) {
+			return false
+		}
+	}
+	// The resolver learns an ExternalName from full snapshots only.
+	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return false
+	}
+	var sls []*discoveryv1.EndpointSlice
+	for _, sl := range part.EndpointSlices {
+		if n, ok := sliceService(sl); ok && n.ns == k.Namespace && n.name == k.Name {
+			sls = append(sls, sl)
+		}
+	}
+	fb := &builder{s: x.b.s, o: x.b.o, d: &Desired{}, services: x.b.services,
+		slices: map[nsName][]*discoveryv1.EndpointSlice{n: sls}, cmValues: x.b.cmValues,
+		ingValues: map[*networkingv1.Ingress]values{}, svcValues: x.b.svcValues}
+	st.users = []*networkingv1.Ingress{ing}
+	be := fb.finishBackend(st)
+	if len(fb.d.Problems) > 0 || st.userProblems || len(fb.d.SecretRefs) > 0 ||
+		be.TLS.CASecret != "" || be.TLS.CertSecret != "" || len(be.HTTP.Snippet) > 0 {
+		return false
+	}
+	if !x.ownBackends {
+		d.Backends = slices.Clone(d.Backends)
+		d.bySvc = maps.Clone(d.bySvc)
+		if d.bySvc == nil {
+			d.bySvc = map[ServiceKey][]string{}
+		}
+		x.ownBackends = true
+	}
+	d.Backends = slices.Insert(d.Backends, i, be)
+	d.bySvc[k] = append(slices.Clone(d.bySvc[k]), be.Name)
+	x.b.variants[variantID{base: st.base}] = st
+	return true
+}
+
 // ingressPlan is what a plain Ingress contributes.
 type ingressPlan struct {
 	ref ObjectRef
@@ -296,6 +545,9 @@ type ingressPlan struct {
 	states []*backendState
 	// hosts are the hosts it names (namedHosts); owned those it routes.
 	hosts, owned []string
+	// fresh are the states among states of Service ports without a
+	// backend yet: the Ingress would register them (addBackend).
+	fresh []*backendState
 }
 
 // plan checks that ing is plain by itself, and what it contributes; the
@@ -327,7 +579,7 @@ func (x *ingressIndex) plan(ing *networkingv1.Ingress) (*ingressPlan, bool) {
 			if err != nil {
 				return nil, false
 			}
-			base, _, ok := sb.backendName(p.ref, hp.Backend)
+			base, port, ok := sb.backendName(p.ref, hp.Backend)
 			if !ok {
 				return nil, false
 			}
@@ -352,7 +604,12 @@ func (x *ingressIndex) plan(ing *networkingv1.Ingress) (*ingressPlan, bool) {
 			seen[key] = base
 			st := b.variants[variantID{base: base}]
 			if st == nil {
-				return nil, false
+				if i := slices.IndexFunc(p.fresh, func(st *backendState) bool { return st.name == base }); i >= 0 {
+					st = p.fresh[i]
+				} else {
+					st = &backendState{name: base, base: base, namespace: ing.Namespace, service: svc, port: port, origin: ing}
+					p.fresh = append(p.fresh, st)
+				}
 			}
 			p.routes = append(p.routes, Route{Ingress: p.ref, Host: rule.Host, Path: path, PathType: typ, Backend: st.name})
 			p.states = append(p.states, st)
@@ -440,6 +697,10 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, touched map[string]map
 		touched[name][k] = true
 	}
 	if oldPlan != nil {
+		if len(oldPlan.fresh) > 0 {
+			// Served, yet a Service port it routes to has no backend.
+			return false
+		}
 		for _, h := range oldPlan.hosts {
 			if x.hostUsers[h] != 1 {
 				return false
@@ -457,6 +718,9 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, touched map[string]map
 			delete(x.hostUsers, h)
 		}
 		x.nsHosts[c.old.Namespace] -= len(oldPlan.owned)
+		for _, k := range namedServices(c.old) {
+			x.svcUsers[k]--
+		}
 		for i, r := range oldPlan.routes {
 			x.routes[r.Backend]--
 			if x.routes[r.Backend] <= 0 {
@@ -509,12 +773,20 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, touched map[string]map
 		}
 	}
 	for _, st := range curPlan.states {
-		if !x.backendOK(d, st, c.cur) {
+		if !slices.Contains(curPlan.fresh, st) && !x.backendOK(d, st, c.cur) {
 			return false
 		}
 	}
 	if !cross && len(curPlan.owned) > 0 && x.nsHosts[c.cur.Namespace] == 0 {
 		return false
+	}
+	for _, st := range curPlan.fresh {
+		if !x.addBackend(d, st, c.cur) {
+			return false
+		}
+	}
+	for _, k := range namedServices(c.cur) {
+		x.svcUsers[k]++
 	}
 	for _, h := range curPlan.hosts {
 		x.hostUsers[h] = 1

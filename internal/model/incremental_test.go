@@ -2,13 +2,17 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -181,6 +185,151 @@ func (m *ingressMutator) mutate(s *Snapshot) string {
 	}
 }
 
+// serviceAnnotations are Service annotations a new Service may carry:
+// settings of its backends, ones that make its routes not plain, invalid
+// values and unknown keys.
+var serviceAnnotations = []string{
+	"haproxy.org/load-balance=leastconn",
+	"haproxy.org/check=true",
+	"haproxy.org/servers-increment=7",
+	"haproxy.org/ssl-passthrough=true",
+	"haproxy.org/route-acl=path_beg /x",
+	"haproxy.org/standalone-backend=true",
+	"haproxy.org/backend-config-snippet=http-request deny",
+	"haproxy.org/auth-type=basic-auth",
+	"haproxy.org/server-ssl=true",
+	"haproxy.org/load-balance=nope",
+	"haproxy.org/no-such-key=1",
+}
+
+// mutateServices applies one random change to s's Services: a new Service
+// with its slice and Ingresses routing to it, a change of a Service
+// (mostly one no Ingress names), or a deletion.
+func (m *ingressMutator) mutateServices(s *Snapshot) string {
+	m.step++
+	r := m.r
+	var namespaces []string
+	for _, svc := range s.Services {
+		if !slices.Contains(namespaces, svc.Namespace) {
+			namespaces = append(namespaces, svc.Namespace)
+		}
+	}
+	named := map[ServiceKey]bool{}
+	for _, ing := range s.Ingresses {
+		for _, k := range namedServices(ing) {
+			named[ServiceKey{k.ns, k.name}] = true
+		}
+	}
+	// Mostly Services no Ingress names.
+	var pick []int
+	for i, svc := range s.Services {
+		if !named[ServiceKey{svc.Namespace, svc.Name}] || r.IntN(5) == 0 {
+			pick = append(pick, i)
+		}
+	}
+	switch op := r.IntN(10); {
+	case op < 6 && len(namespaces) > 0: // a new Service, its slice and Ingresses
+		ns := namespaces[r.IntN(len(namespaces))]
+		if r.IntN(8) == 0 {
+			ns = "fresh-ns"
+		}
+		name := fmt.Sprintf("svc-%d", m.step)
+		// The plain bases name ns-3/later and ns-4/later elsewhere than in
+		// Ingresses (incrementalBases).
+		if later := []string{"ns-3", "ns-4"}[r.IntN(2)]; r.IntN(4) == 0 && slices.Contains(namespaces, later) &&
+			!slices.ContainsFunc(s.Services, func(svc *corev1.Service) bool { return svc.Namespace == later && svc.Name == "later" }) {
+			ns, name = later, "later"
+		}
+		svc := service(ns, name, svcPort("http", 80, 8080), svcPort("", 81, 8081))
+		svc.CreationTimestamp = metav1.NewTime(epoch.Add(time.Duration(100000+m.step) * time.Minute))
+		if r.IntN(4) == 0 {
+			svc.Annotations = annotations(nil, serviceAnnotations[r.IntN(len(serviceAnnotations))])
+		}
+		if r.IntN(15) == 0 {
+			svc.Spec.Type = corev1.ServiceTypeExternalName
+			svc.Spec.ExternalName = "db.example.net"
+		}
+		s.Services = append(s.Services, svc)
+		addr := fmt.Sprintf("198.18.%d.%d", 100+m.step%100, 1+r.IntN(200))
+		if r.IntN(15) == 0 {
+			addr = "127.0.0.1"
+		}
+		if r.IntN(8) != 0 {
+			s.EndpointSlices = append(s.EndpointSlices, endpointSlice(ns, name, name+"-abcde", discoveryv1.AddressTypeIPv4, "http", 8080,
+				endpoint(addr, "ready"), endpoint(fmt.Sprintf("198.19.%d.%d", m.step%200, 1+r.IntN(200)), "draining")))
+		}
+		log := "new Service " + ns + "/" + name
+		for i := range r.IntN(3) {
+			port := []any{"http", 80, 81, "http", "missing", 82}[r.IntN(6)]
+			age := 100000 + m.step
+			if r.IntN(6) == 0 {
+				age = r.IntN(3000)
+			}
+			ing := ingress(ns, fmt.Sprintf("to-%s-%d", name, i), age,
+				rule(fmt.Sprintf("%s-%d.example.com", name, i), path([]string{"/", "/api"}[r.IntN(2)], "Prefix", name, port)))
+			if r.IntN(6) == 0 {
+				withAnnotations(ing, annotationChoices[r.IntN(len(annotationChoices))])
+			}
+			s.Ingresses = append(s.Ingresses, ing)
+			log += fmt.Sprintf(", Ingress %s port %v", ing.Name, port)
+		}
+		return log
+	case len(pick) == 0:
+		return "none"
+	case op < 9: // change a Service
+		i := pick[r.IntN(len(pick))]
+		svc := s.Services[i].DeepCopy()
+		what := ""
+		switch r.IntN(3) {
+		case 0:
+			svc.Labels = map[string]string{"step": fmt.Sprint(m.step)}
+			what = "relabel"
+		case 1:
+			svc.Annotations = annotations(nil, serviceAnnotations[r.IntN(len(serviceAnnotations))])
+			what = "annotate"
+		case 2:
+			svc.Spec.Ports = append(svc.Spec.Ports, svcPort(fmt.Sprintf("p%d", m.step), 9000+m.step, 9000))
+			what = "add port to"
+		}
+		s.Services[i] = svc
+		return what + " Service " + svc.Namespace + "/" + svc.Name
+	default: // delete a Service and its slices
+		i := pick[r.IntN(len(pick))]
+		svc := s.Services[i]
+		s.Services = slices.Delete(s.Services, i, i+1)
+		s.EndpointSlices = slices.DeleteFunc(s.EndpointSlices, func(sl *discoveryv1.EndpointSlice) bool {
+			k, ok := sliceService(sl)
+			return ok && k.ns == svc.Namespace && k.name == svc.Name
+		})
+		return "delete Service " + svc.Namespace + "/" + svc.Name
+	}
+}
+
+// changedServices lists, as the watcher reports them, the Services that
+// differ between a and b, and one that did not change.
+func changedServices(a, b *Snapshot) map[ServiceKey]bool {
+	out := map[ServiceKey]bool{}
+	inB := map[ServiceKey]*corev1.Service{}
+	for _, svc := range b.Services {
+		inB[ServiceKey{svc.Namespace, svc.Name}] = svc
+	}
+	for _, svc := range a.Services {
+		if k := (ServiceKey{svc.Namespace, svc.Name}); inB[k] != svc {
+			out[k] = true
+		}
+	}
+	for _, svc := range b.Services {
+		if !slices.Contains(a.Services, svc) {
+			out[ServiceKey{svc.Namespace, svc.Name}] = true
+		}
+	}
+	for k := range inB {
+		out[k] = true
+		break
+	}
+	return out
+}
+
 func ptrType(t string) *networkingv1.PathType {
 	pt := networkingv1.PathType(t)
 	return &pt
@@ -214,6 +363,16 @@ func incrementalBases(t *testing.T) map[string]func() (*Snapshot, Options) {
 		s, _ := out["plain"]()
 		return s, Options{AllowCrossNamespaceHosts: true}
 	}
+	// Services that Ingresses do not name, yet that tcp-services or
+	// --default-backend-service do, some of them missing.
+	out["plain-elsewhere"] = func() (*Snapshot, Options) {
+		s, _ := out["plain"]()
+		s.Services = append(s.Services, service("ns-1", "db", svcPort("pg", 5432, 5432)))
+		s.EndpointSlices = append(s.EndpointSlices, endpointSlice("ns-1", "db", "db-abcde", discoveryv1.AddressTypeIPv4, "pg", 5432,
+			endpoint("198.18.99.1", "ready")))
+		s.TCPServices = configMap("5432=ns-1/db:5432", "6000=ns-3/later:http")
+		return s, Options{DefaultBackendService: "ns-4/later"}
+	}
 	out["plain-redirect"] = func() (*Snapshot, Options) {
 		s, _ := out["plain"]()
 		s.ConfigMap = configMap("ssl-redirect=true", "ssl-redirect-code=301")
@@ -234,12 +393,14 @@ func plainSnapshot(n int) *Snapshot {
 	return s
 }
 
-// TestUpdateIngressesRandom applies random sequences of Ingress changes
-// (and, between them, endpoint changes) and checks after every step that
-// the incremental result is exactly a full Build's, that the previous
-// result was left as it was, and that the fast path shares every backend.
+// TestUpdateIngressesRandom applies random sequences of Ingress and Service
+// changes (new Services with their slices and Ingresses, changed and
+// deleted Services) and, between them, endpoint changes, and checks after
+// every step that the incremental result is exactly a full Build's, that
+// the previous result was left as it was, and that the fast path shares
+// every backend it keeps.
 func TestUpdateIngressesRandom(t *testing.T) {
-	fast, total := 0, 0
+	fast, total, newBackends, svcFast, svcTotal := 0, 0, 0, 0, 0
 	bases := incrementalBases(t)
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range bases {
@@ -254,9 +415,11 @@ func TestUpdateIngressesRandom(t *testing.T) {
 				m := &ingressMutator{r: rand.New(rand.NewPCG(seed, 13))}
 				prev := Build(s, o)
 				var log []string
+				late := map[ServiceKey]bool{}
 				for range 40 {
 					s2 := *s
 					s2.Ingresses = slices.Clone(s.Ingresses)
+					s2.Services = slices.Clone(s.Services)
 					s2.EndpointSlices = slices.Clone(s.EndpointSlices)
 					before := Dump(prev)
 					var got *Desired
@@ -267,21 +430,44 @@ func TestUpdateIngressesRandom(t *testing.T) {
 						log = append(log, "endpoints of "+k.Namespace+"/"+k.Name)
 						got = RefreshEndpoints(prev, &s2, o, map[ServiceKey]bool{k: true})
 					} else {
-						for range 1 + m.r.IntN(2) {
+						svcs := m.r.IntN(3) == 0
+						if svcs {
+							log = append(log, m.mutateServices(&s2))
+						}
+						for range m.r.IntN(2) {
 							log = append(log, m.mutate(&s2))
 						}
 						total++
+						if svcs {
+							svcTotal++
+						}
 						if m.step%2 == 0 {
 							// As the daemon does: told which Ingresses
-							// changed, without a snapshot.
-							got, _ = TryUpdateIngresses(prev, changedIngresses(s, &s2), o)
+							// and Services changed, without a snapshot.
+							// A new Service's event may come a pass
+							// after the Ingress routing to it.
+							keys := changedServices(s, &s2)
+							maps.Copy(keys, late)
+							clear(late)
+							for k := range keys {
+								if m.r.IntN(4) == 0 && !slices.ContainsFunc(s.Services, func(svc *corev1.Service) bool { return svc.Namespace == k.Namespace && svc.Name == k.Name }) {
+									delete(keys, k)
+									late[k] = true
+								}
+							}
+							got, _ = TryUpdate(prev, Change{Ingresses: changedIngresses(s, &s2), Services: keys, Lookup: snapshotLookup(&s2)}, o)
 						} else {
 							got = updateIngresses(prev, &s2, o)
 						}
 						if got != nil {
 							fast++
-							for i, be := range got.Backends {
-								if be != prev.Backends[i] {
+							if svcs {
+								svcFast++
+							}
+							newBackends += len(got.Backends) - len(prev.Backends)
+							for _, be := range prev.Backends {
+								i, ok := slices.BinarySearchFunc(got.Backends, be.Name, compareBackendName)
+								if !ok || got.Backends[i] != be {
 									t.Fatalf("after %q: backend %s is a new value", log, be.Name)
 								}
 							}
@@ -302,9 +488,12 @@ func TestUpdateIngressesRandom(t *testing.T) {
 			})
 		}
 	}
-	t.Logf("%d of %d Ingress changes applied incrementally", fast, total)
+	t.Logf("%d of %d changes applied incrementally, %d of %d with Service changes; %d backends added", fast, total, svcFast, svcTotal, newBackends)
 	if fast < total/8 {
-		t.Fatalf("only %d of %d Ingress changes took the incremental path", fast, total)
+		t.Fatalf("only %d of %d changes took the incremental path", fast, total)
+	}
+	if svcFast < svcTotal/8 || newBackends == 0 {
+		t.Fatalf("only %d of %d Service changes took the incremental path, adding %d backends", svcFast, svcTotal, newBackends)
 	}
 }
 
@@ -384,8 +573,28 @@ func TestUpdateIngressesFallback(t *testing.T) {
 			s.ConfigMap = configMap("servers-increment=4")
 			return s, Options{}
 		},
-		"service": func(s *Snapshot) (*Snapshot, Options) {
-			s.Services = append(slices.Clone(s.Services), service("ns-1", "extra", svcPort("http", 80, 8080)))
+		"used service": func(s *Snapshot) (*Snapshot, Options) {
+			s.Services = slices.Clone(s.Services)
+			s.Services[1] = s.Services[1].DeepCopy()
+			s.Services[1].Annotations = map[string]string{"haproxy.org/load-balance": "source"}
+			return s, Options{}
+		},
+		"deleted service": func(s *Snapshot) (*Snapshot, Options) {
+			s.Services = slices.Delete(slices.Clone(s.Services), 1, 2)
+			return s, Options{}
+		},
+		"new service with a problem": func(s *Snapshot) (*Snapshot, Options) {
+			svc := service("ns-1", "extra", svcPort("http", 80, 8080))
+			svc.Annotations = map[string]string{"haproxy.org/load-balance": "nope"}
+			s.Services = append(slices.Clone(s.Services), svc)
+			s.Ingresses = append(slices.Clone(s.Ingresses), ingress("ns-1", "other", 9999, rule("other.example.com", path("/", "Prefix", "extra", "http"))))
+			return s, Options{}
+		},
+		"new external name": func(s *Snapshot) (*Snapshot, Options) {
+			svc := service("ns-1", "extra", svcPort("http", 80, 8080))
+			svc.Spec.Type, svc.Spec.ExternalName = corev1.ServiceTypeExternalName, "db.example.net"
+			s.Services = append(slices.Clone(s.Services), svc)
+			s.Ingresses = append(slices.Clone(s.Ingresses), ingress("ns-1", "other", 9999, rule("other.example.com", path("/", "Prefix", "extra", "http"))))
 			return s, Options{}
 		},
 		"new backend": func(s *Snapshot) (*Snapshot, Options) {
@@ -447,6 +656,97 @@ func TestUpdateIngressesNewHost(t *testing.T) {
 	}
 	if !sameDesired(got, Build(&s2, Options{})) {
 		t.Fatal("differs from Build")
+	}
+}
+
+// TestUpdateNewService is a new Service, its EndpointSlice and an Ingress
+// to it, told as the daemon tells them: the backend is added without a
+// Build, with the Service's settings and endpoints, and every other
+// backend is the previous result's own.
+func TestUpdateNewService(t *testing.T) {
+	s := plainSnapshot(100)
+	prev := Build(s, Options{})
+	s2 := *s
+	svc := service("ns-7", "fresh", svcPort("web", 80, 8080))
+	svc.Annotations = map[string]string{"haproxy.org/load-balance": "source"}
+	s2.Services = append(slices.Clone(s.Services), svc)
+	s2.EndpointSlices = append(slices.Clone(s.EndpointSlices), endpointSlice("ns-7", "fresh", "fresh-abcde", discoveryv1.AddressTypeIPv4, "web", 8080,
+		endpoint("198.18.42.1", "ready"), endpoint("198.18.42.2", "draining")))
+	s2.Ingresses = append(slices.Clone(s.Ingresses), ingress("ns-7", "fresh", 9999,
+		rule("fresh.example.com", path("/", "Prefix", "fresh", "web"), path("/v1", "Exact", "fresh", 80))))
+	looked := map[ServiceKey]bool{}
+	lookup := func(keys map[ServiceKey]bool) *Snapshot {
+		for k := range keys {
+			looked[k] = true
+		}
+		return snapshotLookup(&s2)(keys)
+	}
+	got, ok := TryUpdate(prev, Change{
+		Ingresses: map[ObjectRef]*networkingv1.Ingress{{Kind: "Ingress", Namespace: "ns-7", Name: "fresh"}: s2.Ingresses[len(s2.Ingresses)-1]},
+		Services:  map[ServiceKey]bool{{"ns-7", "fresh"}: true},
+		Lookup:    lookup,
+	}, Options{})
+	if !ok {
+		t.Fatal("a new Service and its Ingress took a full Build")
+	}
+	if want := Build(&s2, Options{}); !sameDesired(got, want) {
+		t.Fatalf("differs from Build:\n%s", lineDiff(Dump(want), Dump(got)))
+	}
+	if len(looked) != 1 || !looked[ServiceKey{"ns-7", "fresh"}] {
+		t.Fatalf("looked up %v, want the new Service alone", looked)
+	}
+	var added []string
+	for _, be := range got.Backends {
+		i, ok := slices.BinarySearchFunc(prev.Backends, be.Name, compareBackendName)
+		if !ok {
+			added = append(added, fmt.Sprintf("%s balance=%s endpoints=%d", be.Name, be.Balance, len(be.Endpoints)))
+		} else if prev.Backends[i] != be {
+			t.Fatalf("backend %s is a new value", be.Name)
+		}
+	}
+	if want := []string{"ns-7_fresh_80 balance=source endpoints=2", "ns-7_fresh_web balance=source endpoints=2"}; !slices.Equal(added, want) {
+		t.Fatalf("added %q, want %q", added, want)
+	}
+	// The new backends' endpoints refresh as any other's.
+	s3 := cloneSnapshot(&s2)
+	sliceMutations[0].do(s3, ServiceKey{"ns-7", "fresh"})
+	refreshed, ok := TryRefreshEndpoints(got, s3, Options{}, map[ServiceKey]bool{{"ns-7", "fresh"}: true})
+	if !ok || !sameDesired(refreshed, Build(s3, Options{})) {
+		t.Fatal("the new backends' endpoints did not refresh as Build's")
+	}
+	// Without a lookup the backend cannot be finished: a Build.
+	if _, ok := TryUpdateIngresses(Build(&s2, Options{}), map[ObjectRef]*networkingv1.Ingress{{Kind: "Ingress", Namespace: "ns-8", Name: "other"}: ingress("ns-8", "other", 9999,
+		rule("other.example.com", path("/", "Prefix", "app-8", 80)))}, Options{}); ok {
+		t.Fatal("a new backend without a lookup")
+	}
+}
+
+// TestUpdateUnusedService: a Service no Ingress names comes, changes and
+// goes without a Build and without a change of the result.
+func TestUpdateUnusedService(t *testing.T) {
+	s := plainSnapshot(50)
+	prev := Build(s, Options{})
+	s2 := *s
+	s2.Services = append(slices.Clone(s.Services), service("ns-3", "idle", svcPort("http", 80, 8080)))
+	got, ok := TryUpdate(prev, Change{Services: map[ServiceKey]bool{{"ns-3", "idle"}: true}, Lookup: snapshotLookup(&s2)}, Options{})
+	if !ok || !sameDesired(got, Build(&s2, Options{})) {
+		t.Fatal("a new unused Service was not applied as Build would")
+	}
+	if !slices.Equal(got.Backends, prev.Backends) || !sameMapObject(got.Maps[MapExact], prev.Maps[MapExact]) {
+		t.Fatal("an unused Service changed the backends or maps")
+	}
+	s3 := *s
+	got, ok = TryUpdate(got, Change{Services: map[ServiceKey]bool{{"ns-3", "idle"}: true}, Lookup: snapshotLookup(&s3)}, Options{})
+	if !ok || !sameDesired(got, Build(&s3, Options{})) {
+		t.Fatal("an unused Service's deletion was not applied as Build would")
+	}
+	// A Service an Ingress names is not unused.
+	s4 := *s
+	s4.Services = slices.Clone(s.Services)
+	s4.Services[0] = s4.Services[0].DeepCopy()
+	s4.Services[0].Labels = map[string]string{"x": "y"}
+	if _, ok := TryUpdate(got, Change{Services: map[ServiceKey]bool{{s4.Services[0].Namespace, s4.Services[0].Name}: true}, Lookup: snapshotLookup(&s4)}, Options{}); ok {
+		t.Fatal("a used Service's change was applied without a Build")
 	}
 }
 

@@ -2,6 +2,7 @@ package model
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -100,8 +101,10 @@ func TryRefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[Ser
 	}
 	if prev.bySvc != nil {
 		for k := range services {
-			for _, i := range prev.bySvc[k] {
-				refresh(i)
+			for _, name := range prev.bySvc[k] {
+				if i, ok := slices.BinarySearchFunc(next.Backends, name, compareBackendName); ok {
+					refresh(i)
+				}
 			}
 		}
 	} else {
@@ -117,14 +120,17 @@ func TryRefreshEndpoints(prev *Desired, s *Snapshot, o Options, services map[Ser
 	return handOver(&next), true
 }
 
-// indexBackends finds the backends of each Service, by index in
-// d.Backends, for TryRefreshEndpoints: the list keeps its order through
-// refreshes and Ingress updates, which add and remove no backend.
-func indexBackends(d *Desired) map[ServiceKey][]int {
-	m := make(map[ServiceKey][]int, len(d.Backends))
-	for i, be := range d.Backends {
+// indexBackends names the backends of each Service for
+// TryRefreshEndpoints, which finds them by name in the sorted Backends:
+// names stay valid when an update adds a backend, where positions would
+// all shift.
+func indexBackends(d *Desired) map[ServiceKey][]string {
+	m := make(map[ServiceKey][]string, len(d.Backends))
+	for _, be := range d.Backends {
 		k := ServiceKey{be.Namespace, be.Service}
-		m[k] = append(m[k], i)
+		m[k] = append(m[k], be.Name)
 	}
 	return m
 }
+
+func compareBackendName(be *Backend, name string) int { return strings.Compare(be.Name, name) }

@@ -212,7 +212,7 @@ type Desired struct {
 	// without a full Build (incremental.go); nil when it cannot.
 	inc *ingressIndex
 	// bySvc indexes Backends by Service (indexBackends).
-	bySvc map[ServiceKey][]int
+	bySvc map[ServiceKey][]string
 }
 
 // MapChange says that map To equals map From but for the entries of Keys
