@@ -21,7 +21,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -200,8 +199,7 @@ func TestGatewayConformance(t *testing.T) {
 	// namespace (AnyIP): HAProxy connects to the echo servers and the
 	// suite's requests reach HAProxy without links or routes.
 	for _, p := range []netip.Prefix{conformancePodPool, conformanceGatewayPool} {
-		if err := nl.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: ipNet(p),
-			Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST}); err != nil {
+		if err := edge.AnyIP(p); err != nil {
 			t.Fatal(err)
 		}
 	}

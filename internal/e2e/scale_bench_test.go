@@ -86,17 +86,8 @@ func startScalePods(b testing.TB) []*scalePod {
 	for k := 0; k < scalePods; k++ {
 		p := testenv.StartPod(b, testenv.PodOptions{Name: fmt.Sprintf("scale-%d", k), IP: scaleAddr(k, 1)})
 		sp := &scalePod{Pod: p, block: netip.PrefixFrom(netip.MustParseAddr(scaleAddr(k, 0)), 20)}
-		podNL, err := p.Netns.Netlink()
-		if err != nil {
+		if err := p.Netns.AnyIP(sp.block); err != nil {
 			b.Fatal(err)
-		}
-		lo, err := podNL.LinkByName("lo")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := podNL.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: ipNet(sp.block),
-			Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST}); err != nil {
-			b.Fatalf("local route %s in pod: %v", sp.block, err)
 		}
 		host, err := netlink.LinkByName(p.Link.Name)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // namePrefix starts every network namespace name this process creates
@@ -198,6 +201,26 @@ func (n *Netns) Netlink() (*netlink.Handle, error) {
 		return nil, fmt.Errorf("netns %s: %w", n.Name, errNetnsClosed)
 	}
 	return n.nl, nil
+}
+
+// AnyIP makes every address of p local in the namespace (a local route on
+// its loopback): one listener on the wildcard address answers for all of
+// them, without an address or a link each.
+func (n *Netns) AnyIP(p netip.Prefix) error {
+	nl, err := n.Netlink()
+	if err != nil {
+		return err
+	}
+	lo, err := nl.LinkByName("lo")
+	if err != nil {
+		return err
+	}
+	dst := &net.IPNet{IP: net.IP(p.Masked().Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+	if err := nl.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: dst,
+		Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST}); err != nil {
+		return fmt.Errorf("netns %s: local route %s: %w", n.Name, p, err)
+	}
+	return nil
 }
 
 // Exec runs a command in the namespace (`ip netns exec`) and returns its

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -140,16 +138,7 @@ func TestWorkloadsPodLogs(t *testing.T) {
 	// Every pool address is local in the namespace (AnyIP), where one echo
 	// server answers for all the pods.
 	edge := testenv.NewNetns(t, "podlogs")
-	nl, err := edge.Netlink()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lo, err := nl.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nl.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: &net.IPNet{IP: pool.Addr().AsSlice(), Mask: net.CIDRMask(pool.Bits(), 32)},
-		Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST}); err != nil {
+	if err := edge.AnyIP(pool); err != nil {
 		t.Fatal(err)
 	}
 	var ln net.Listener
