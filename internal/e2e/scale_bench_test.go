@@ -497,7 +497,9 @@ func ingressVersions(b *testing.B, e *env) map[string]string {
 // Service + Ingress) in the middle. It returns failed and sent requests
 // and the rate reached.
 func (d *daemon) reloadUnderLoad(b *testing.B, e *env, i, rate int) (failed, sent int64, reached float64) {
-	const workers = 40
+	// Each client waits for its answer before its next tick: enough of
+	// them that the slower answers around a reload do not lower the rate.
+	const workers = 100
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var nFailed, nSent atomic.Int64

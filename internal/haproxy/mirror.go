@@ -54,13 +54,3 @@ func routeMirrors(ms []model.RouteMirror, add func(string, ...any)) (mirrors boo
 	}
 	return mirrors, nil
 }
-
-// mirroring reports whether a backend of st mirrors, which needs the script.
-func mirroring(st *state) bool {
-	for _, b := range st.backends {
-		if b.spec.Mirror {
-			return true
-		}
-	}
-	return false
-}

@@ -62,3 +62,40 @@ func TestMirrorRulesRefused(t *testing.T) {
 		t.Errorf("rules %q, mirror %t, rejected %q", spec.Rules, spec.Mirror, rejected)
 	}
 }
+
+// TestMirrorCountFollowsChanges: whether the script is loaded follows
+// backends that start and stop mirroring through quick desiredStates (only
+// the changed backends looked at), as a fresh desiredState says.
+func TestMirrorCountFollowsChanges(t *testing.T) {
+	shadow := oneBackend("ns_shadow_80", 2, eps("198.18.0.9"))
+	mirroring := func(b *model.Backend) *model.Backend {
+		c := *b
+		c.HTTP.Route.Mirrors = []model.RouteMirror{{Backend: shadow.Name, Num: 1, Den: 1}}
+		return &c
+	}
+	a, b := oneBackend("ns_a_80", 2, eps("198.18.0.1")), oneBackend("ns_b_80", 2, eps("198.18.0.2"))
+	steps := []struct {
+		backends []*model.Backend
+		mirror   bool
+	}{
+		{[]*model.Backend{a, b, shadow}, false},
+		{[]*model.Backend{mirroring(a), b, shadow}, true},
+		{[]*model.Backend{mirroring(a), mirroring(b), shadow}, true},
+		{[]*model.Backend{a, mirroring(b), shadow}, true},
+		{[]*model.Backend{a, oneBackend("ns_b_80", 2, eps("198.18.0.3")), shadow}, false},
+	}
+	var memo checkMemo
+	var from *state
+	for i, s := range steps {
+		want := desired(s.backends...)
+		st, _ := desiredStateMemo(want, &memo, from, nil)
+		if i > 0 && st.base != from {
+			t.Fatalf("step %d: not a quick desiredState", i)
+		}
+		fresh, _ := desiredState(want)
+		if st.extras.mirror != s.mirror || fresh.extras.mirror != s.mirror {
+			t.Fatalf("step %d: mirror %t (fresh %t), want %t", i, st.extras.mirror, fresh.extras.mirror, s.mirror)
+		}
+		from = st
+	}
+}

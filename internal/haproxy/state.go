@@ -51,6 +51,11 @@ type state struct {
 	// instead of copying thousands of entries (ownIndex).
 	oldIndex map[string]*backend
 	oldStale []string
+	// mirrors counts the backends desiredState made that mirror
+	// requests (which needs the script, mirror.go): kept up to date by a
+	// quick desiredState, since looking at every backend on every
+	// endpoint change costs milliseconds at 10,000 backends.
+	mirrors int
 	// checked is the health-checked slots fdBudget counted, with the
 	// slots withSlots added since; checkedOK says it is kept.
 	checked   int
@@ -431,9 +436,18 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 		list, sameSet = fast, true
 		st.backends = from.ownIndex()
 		st.base = from
+		st.mirrors = from.mirrors
 		for _, i := range changed {
 			m := list[i]
 			sameSet = sameSet && m.entry.spec.TCP == st.backends[m.src.Name].spec.TCP
+			// Counted from what the last call made, as from.mirrors
+			// was: from's own entry may be a fallback since.
+			if old := prev.backends[m.src.Name].entry; old != nil && old.spec.Mirror {
+				st.mirrors--
+			}
+			if m.entry.spec.Mirror {
+				st.mirrors++
+			}
 			st.backends[m.src.Name] = m.entry
 			st.changed = append(st.changed, m.src.Name)
 			prev.backends[m.src.Name] = m
@@ -469,6 +483,9 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 			}
 			list[i] = m
 			st.backends[b.Name] = m.entry
+			if m.entry.spec.Mirror {
+				st.mirrors++
+			}
 			if !known || pm.entry.spec.TCP != m.entry.spec.TCP {
 				sameSet = false
 			}
@@ -495,7 +512,7 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	}
 	st.extras = featureExtras(want, st, captures, func(format string, args ...any) { reject(model.ObjectRef{Kind: "ConfigMap"}, format, args...) })
 	st.extras.routeACLs = routeACLExtras(want, st, reject)
-	st.extras.mirror = mirroring(st)
+	st.extras.mirror = st.mirrors > 0
 	pems := st.tls.fill(want, prev.pems, reject)
 	if memo != nil {
 		memo.pems = pems
