@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -138,21 +137,7 @@ func gatewayAddress(gw gwclient.Interface, ns, name, addr string) error {
 
 // getAt sends GET / for host to hostport.
 func getAt(hostport, host string) (response, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+hostport+"/", nil)
-	if err != nil {
-		return response{}, err
-	}
-	req.Host = host
-	resp, err := client.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, err
-	}
-	return response{status: resp.StatusCode, body: string(b), header: resp.Header}, nil
+	return doAt(hostport, http.MethodGet, host, "/", nil)
 }
 
 func updateGateway(tb testing.TB, gw gwclient.Interface, ns, name string, change func(*gwv1.Gateway)) {

@@ -7,7 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"k8s.io/client-go/util/retry"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
@@ -281,7 +282,12 @@ func (d *daemon) get(host, path string) (response, error) {
 }
 
 func (d *daemon) do(method, host, path string, hdr http.Header) (response, error) {
-	req, err := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d%s", d.httpPort, path), nil)
+	return doAt(net.JoinHostPort("127.0.0.1", strconv.Itoa(d.httpPort)), method, host, path, hdr)
+}
+
+// doAt sends a request for host+path to the HTTP listener at hostport.
+func doAt(hostport, method, host, path string, hdr http.Header) (response, error) {
+	req, err := http.NewRequest(method, "http://"+hostport+path, nil)
 	if err != nil {
 		return response{}, err
 	}

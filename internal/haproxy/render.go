@@ -91,14 +91,19 @@ func (r renderer) config(st *state, cache *renderCache) (string, error) {
 		}
 		return spareName(i - len(names)), st.spares.backend(i - len(names))
 	}
-	cache.renderMisses(r, len(texts), backendAt)
-	size := len(head)
+	var misses []int
 	for i := range texts {
-		name, b := backendAt(i)
-		if texts[i], err = cache.backend(r, name, b); err != nil {
-			return "", err
+		var ok bool
+		if texts[i], ok = cache.cached(backendAt(i)); !ok {
+			misses = append(misses, i)
 		}
-		size += len(texts[i])
+	}
+	if err := cache.render(r, misses, texts, backendAt); err != nil {
+		return "", err
+	}
+	size := len(head)
+	for _, t := range texts {
+		size += len(t)
 	}
 	var b strings.Builder
 	b.Grow(size)
@@ -223,47 +228,43 @@ type cachedBackend struct {
 // all, at thousands of backends (some 200 µs each through config-parser).
 const parallelRender = 256
 
-// renderMisses renders, on every CPU, the backends among n (backendAt)
-// whose text the cache does not hold, when there are many of them, and
-// stores them; backend then finds them there. Errors are left to backend,
-// which meets the same backend again one by one.
-func (c *renderCache) renderMisses(r renderer, n int, backendAt func(int) (string, *backend)) {
+// render renders the backends of misses (indexes into texts, backendAt)
+// into texts and the cache: on every CPU when there are many of them.
+func (c *renderCache) render(r renderer, misses []int, texts []string, backendAt func(int) (string, *backend)) error {
 	workers := runtime.GOMAXPROCS(0)
-	if workers < 2 || n < parallelRender {
-		return
-	}
-	var misses []int
-	for i := range n {
-		if _, ok := c.cached(backendAt(i)); !ok {
-			misses = append(misses, i)
+	if workers < 2 || len(misses) < parallelRender {
+		for _, i := range misses {
+			name, b := backendAt(i)
+			text, err := renderBackend(r, &c.scratch, name, b)
+			if err != nil {
+				return err
+			}
+			texts[i] = text
+			c.store(name, b, text)
 		}
+		return nil
 	}
-	if len(misses) < parallelRender {
-		return
-	}
-	texts := make([]string, len(misses))
+	errs := make([]error, workers)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range workers {
+	for w := range workers {
 		wg.Go(func() {
 			var scratch parser.Parser
-			for k := int(next.Add(1) - 1); k < len(misses); k = int(next.Add(1) - 1) {
+			for k := int(next.Add(1) - 1); k < len(misses) && errs[w] == nil; k = int(next.Add(1) - 1) {
 				name, b := backendAt(misses[k])
-				text, err := renderBackend(r, &scratch, name, b)
-				if err != nil {
-					continue
-				}
-				texts[k] = text
+				texts[misses[k]], errs[w] = renderBackend(r, &scratch, name, b)
 			}
 		})
 	}
 	wg.Wait()
-	for k, i := range misses {
-		if texts[k] != "" {
-			name, b := backendAt(i)
-			c.store(name, b, texts[k])
-		}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
+	for _, i := range misses {
+		name, b := backendAt(i)
+		c.store(name, b, texts[i])
+	}
+	return nil
 }
 
 // cached returns the cached section of backend name when it is current.
@@ -291,19 +292,6 @@ func (c *renderCache) store(name string, b *backend, text string) {
 	// A state's slot lists are never changed once made (assignSlots
 	// makes new ones): the entry shares the list.
 	c.entries[name] = cachedBackend{spec: spec, slots: slots, text: text}
-}
-
-// backend returns the section of backend name (b nil: the built-in 404).
-func (c *renderCache) backend(r renderer, name string, b *backend) (string, error) {
-	if text, ok := c.cached(name, b); ok {
-		return text, nil
-	}
-	text, err := renderBackend(r, &c.scratch, name, b)
-	if err != nil {
-		return "", err
-	}
-	c.store(name, b, text)
-	return text, nil
 }
 
 // renderBackend renders the section of backend name (b nil: the built-in
