@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -232,6 +233,7 @@ func runScale(b *testing.B, n int) {
 	}
 	b.ReportMetric(ready.Seconds(), "start-ready-s")
 	row("daemon start -> ready (first full config served)", "%v (target <= 10 s)", ready.Round(time.Millisecond))
+	row("where the start went", "%s", d.startTimeline(start))
 
 	// Ingress status of all n, written by this first start.
 	statusStart := start
@@ -402,6 +404,42 @@ func runScale(b *testing.B, n int) {
 	writeScaleReport(b, n, rows)
 }
 
+// startTimeline tells when, after start, the daemon logged each step of
+// its start: the caches filled, the first configuration loaded by HAProxy
+// (with how long the load took), ready.
+func (d *daemon) startTimeline(start time.Time) string {
+	out := d.out.String()
+	var parts []string
+	for _, step := range []struct{ msg, name string }{
+		{"caches synced", "caches synced"},
+		{"reloaded", "first configuration loaded"},
+		{"ready: HAProxy serves the first full configuration", "ready"},
+	} {
+		for line := range strings.Lines(out) {
+			if !strings.Contains(line, "msg="+step.msg+" ") && !strings.Contains(line, `msg="`+step.msg+`"`) {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) == 0 || !strings.HasPrefix(f[0], "time=") {
+				break
+			}
+			at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time="))
+			if err != nil {
+				break
+			}
+			part := fmt.Sprintf("%s at %v", step.name, at.Sub(start).Round(10*time.Millisecond))
+			if m := tookField.FindStringSubmatch(line); m != nil {
+				part += " (took " + m[1] + ")"
+			}
+			parts = append(parts, part)
+			break
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+var tookField = regexp.MustCompile(`took=(\S+)`)
+
 // profile records the daemon's CPU profile (--pprof) into dir/name.prof
 // and an execution trace of the first seconds into dir/name.trace (go
 // tool trace: where a slow change waited) until the returned function is
@@ -492,50 +530,63 @@ func ingressVersions(b *testing.B, e *env) map[string]string {
 	return out
 }
 
-// reloadUnderLoad sends rate req/s over 100 hosts, half on
-// kept-alive connections and half on new ones, and makes a reload (a new
-// Service + Ingress) in the middle. It returns failed and sent requests
-// and the rate reached.
+// reloadUnderLoad sends rate req/s over 100 hosts, half on kept-alive
+// connections and half on new ones, and makes a reload (a new Service +
+// Ingress) in the middle. It returns failed and sent requests and the rate
+// reached.
+//
+// The load is open-loop: requests leave on a fixed schedule whatever the
+// answers take, each in a goroutine of its own, so that slow answers
+// around a reload show as latency or failures, not as a lower rate.
 func (d *daemon) reloadUnderLoad(b *testing.B, e *env, i, rate int) (failed, sent int64, reached float64) {
-	// Each client waits for its answer before its next tick: enough of
-	// them that the slower answers around a reload do not lower the rate.
-	const workers = 100
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var nFailed, nSent atomic.Int64
 	var firstErr atomic.Value
-	interval := time.Duration(workers) * time.Second / time.Duration(rate)
+	kept := &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000}
+	fresh := &http.Transport{DisableKeepAlives: true}
+	defer kept.CloseIdleConnections()
+	clients := []*http.Client{{Timeout: 5 * time.Second, Transport: kept}, {Timeout: 5 * time.Second, Transport: fresh}}
+	send := func(k int64) {
+		defer wg.Done()
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", d.httpPort), nil)
+		req.Host = fmt.Sprintf("s%d.test", k%100)
+		resp, err := clients[k%2].Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		if err != nil {
+			nFailed.Add(1)
+			firstErr.CompareAndSwap(nil, err)
+		}
+	}
 	start := time.Now()
-	for w := 0; w < workers; w++ {
-		tr := &http.Transport{DisableKeepAlives: w%2 == 1, MaxIdleConnsPerHost: 1}
-		cl := &http.Client{Timeout: 5 * time.Second, Transport: tr}
-		wg.Go(func() {
-			defer tr.CloseIdleConnections()
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			for k := 0; ; k++ {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", d.httpPort), nil)
-				req.Host = fmt.Sprintf("s%d.test", (w*100+k)%100)
-				nSent.Add(1)
-				resp, err := cl.Do(req)
-				if err == nil {
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						err = fmt.Errorf("status %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
-					nFailed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+	var stopped time.Time
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				stopped = time.Now()
+				return
+			case now := <-tick.C:
+				// Every request due by now leaves, however late the
+				// tick came.
+				for due := int64(now.Sub(start).Seconds() * float64(rate)); nSent.Load() < due; {
+					k := nSent.Add(1) - 1
+					wg.Add(1)
+					go send(k)
 				}
 			}
-		})
-	}
+		}
+	}()
 	// A second of load before the reload and one after it.
 	loaded := func(n int64) {
 		testenv.Eventually(b, time.Minute, func() error {
@@ -564,7 +615,7 @@ func (d *daemon) reloadUnderLoad(b *testing.B, e *env, i, rate int) (failed, sen
 	if err, ok := firstErr.Load().(error); ok {
 		fmt.Printf("reload under load: first failure: %v\n", err)
 	}
-	return nFailed.Load(), nSent.Load(), float64(nSent.Load()) / time.Since(start).Seconds()
+	return nFailed.Load(), nSent.Load(), float64(nSent.Load()) / stopped.Sub(start).Seconds()
 }
 
 func quantiles(took []time.Duration) func(float64) time.Duration {

@@ -192,6 +192,11 @@ func sameFiles(a, b *state) bool {
 func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePlan, res Result) (Result, error) {
 	res.ReloadReason = p.reason()
 	target.spares = chooseSpares(target)
+	if d.servesNothing() {
+		if r, err, done := d.reloadUnchecked(ctx, target, p, res); done {
+			return r, err
+		}
+	}
 	target, quarantined, cfg, err := d.validated(ctx, cur, target)
 	res.Quarantined = append(res.Quarantined, quarantined...)
 	if err != nil {
@@ -234,6 +239,47 @@ func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePl
 	d.serving.Store(true)
 	d.log.Info("reloaded", "changes", p.summary(), "took", time.Since(start).Round(time.Millisecond))
 	return res, nil
+}
+
+// servesNothing: the live HAProxy runs the empty configuration it was
+// started with (not one a previous daemon handed over), so a reload can
+// take nothing away from anyone.
+func (d *Driver) servesNothing() bool {
+	return d.running.Load() && !d.adopted.Load() && !d.dirty && d.emptyGen != 0 && d.loadedGen == d.emptyGen
+}
+
+// reloadUnchecked loads target without `haproxy -c` first; done is false
+// when the checked path must take over. While HAProxy serves nothing
+// (servesNothing) the reload is as good a check: a refused configuration
+// leaves the empty one running, and the checked path then finds whom to
+// blame. At 10,000 Ingresses this spares the first full configuration one
+// of its two parses, about 2 s of a start.
+func (d *Driver) reloadUnchecked(ctx context.Context, target *state, p changePlan, res Result) (Result, error, bool) {
+	if len(d.rejected) > 0 {
+		return res, nil, false
+	}
+	cfg, err := d.rend.config(target, d.cache)
+	if err != nil || d.opts.MaxConfigSize > 0 && len(cfg) > d.opts.MaxConfigSize {
+		return res, nil, false
+	}
+	if err := d.writeFiles(target, cfg, true, false); err != nil {
+		d.cur = nil
+		d.dirty = true
+		return res, err, true
+	}
+	start := time.Now()
+	if err := d.reload(ctx); err != nil {
+		d.log.Warn("first configuration refused; checking it to find why", "error", err)
+		// The files hold what HAProxy refused: the checked path must
+		// write and reload whatever it keeps.
+		d.dirty = true
+		return res, nil, false
+	}
+	res.Reloaded = true
+	res.Reason = "reload: " + p.summary()
+	d.serving.Store(true)
+	d.log.Info("reloaded", "changes", p.summary(), "took", time.Since(start).Round(time.Millisecond), "checked", false)
+	return res, nil, true
 }
 
 // quarantineKnown gives backends whose desired version HAProxy already

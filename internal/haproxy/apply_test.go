@@ -783,3 +783,33 @@ func TestApplyMapChangesMatchFull(t *testing.T) {
 		t.Errorf("only %d of %d applies took a map change as described", delta, runs*steps)
 	}
 }
+
+// TestFirstConfigUnchecked: while HAProxy runs the empty start-up
+// configuration, the first full one is loaded without `haproxy -c`; one
+// HAProxy refuses is then checked, and only what it blames is held back.
+func TestFirstConfigUnchecked(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	u.loadedGen = u.emptyGen // as Run leaves it once HAProxy is ready
+	res := mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 2, eps("198.18.0.1"))))
+	if !res.Reloaded || u.checker.count() != 0 || u.master.count() != 1 {
+		t.Fatalf("first configuration: %+v, %d checks, %d reloads; want one reload and no check", res, u.checker.count(), u.master.count())
+	}
+	// From now on HAProxy serves something: every reload is checked.
+	res = mustApply(t, u.Driver, desired(oneBackend("ns_a_80", 2, eps("198.18.0.1")), oneBackend("ns_b_80", 2, eps("198.18.0.2"))))
+	if !res.Reloaded || u.checker.count() != 1 {
+		t.Fatalf("second configuration: %+v, %d checks; want one", res, u.checker.count())
+	}
+
+	u = newUnitDriver(t, Options{})
+	u.loadedGen = u.emptyGen
+	u.master.failNext = true // HAProxy refuses ns_bad_80, as the checker does
+	bad := oneBackend("ns_bad_80", 2, eps("198.18.0.7"))
+	bad.Balance = "bogus"
+	res = mustApply(t, u.Driver, desired(bad, oneBackend("ns_good_80", 2, eps("198.18.0.8"))))
+	if !res.Reloaded || len(res.Quarantined) != 1 || res.Quarantined[0].Object.Name != "bad" || u.checker.count() == 0 || u.master.count() != 2 {
+		t.Fatalf("refused first configuration: %+v, %d checks, %d reloads", res, u.checker.count(), u.master.count())
+	}
+	if cfg := readConfig(t, u.Driver); strings.Contains(cfg, "bogus") || !strings.Contains(cfg, "backend ns_good_80") {
+		t.Fatalf("config after the checked reload:\n%s", cfg)
+	}
+}

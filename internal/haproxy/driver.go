@@ -183,6 +183,9 @@ type Driver struct {
 	// diskGen counts file writes; loadedGen is the generation the live
 	// HAProxy loaded (at start or at the last confirmed reload).
 	diskGen, loadedGen uint64
+	// emptyGen is the generation of the empty configuration writeInitial
+	// wrote for HAProxy's start (servesNothing).
+	emptyGen uint64
 	// dirty is set when the live HAProxy may run something else than the
 	// files on disk (a failed runtime change or reload): the next Apply
 	// reloads.

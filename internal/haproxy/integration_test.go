@@ -814,3 +814,44 @@ func TestIntegrationConfigFlushedAfterChanges(t *testing.T) {
 		return nil
 	})
 }
+
+// TestIntegrationFirstConfigRefused: the first full configuration goes to
+// HAProxy without `haproxy -c`; when HAProxy refuses it, the empty one
+// keeps running, the check finds the backend to blame, and the rest is
+// served by the next reload, through a master that still answers.
+func TestIntegrationFirstConfigRefused(t *testing.T) {
+	h := startHAProxy(t, testLogger(t), nil)
+	good, bad := upstream(t, "GOOD"), upstream(t, "BAD")
+	badBE := backendOf("ns_bad_80", 2, bad)
+	badBE.Balance = "bogus" // HAProxy refuses it
+	res := applyOK(t, h.d, routes(
+		[]*model.Backend{badBE, backendOf("ns_good_80", 2, good)},
+		map[string]string{}, map[string]string{"bad.test/": "ns_bad_80", "good.test/": "ns_good_80"},
+	))
+	if len(res.Quarantined) != 1 || !res.Reloaded {
+		t.Fatalf("first configuration: %+v", res)
+	}
+	pl, err := h.d.master.ShowProc(context.Background())
+	// The refused reload and the checked one (a master that re-executes
+	// successfully forgets its failures).
+	if err != nil || pl.Reloads != 2 {
+		t.Fatalf("show proc: %+v %v; want two reloads", pl, err)
+	}
+	if _, body, err := get(h.http4, "good.test", "/"); err != nil || body != "GOOD" {
+		t.Errorf("good.test: %q %v", body, err)
+	}
+	if code, _, err := get(h.http4, "bad.test", "/"); err != nil || code != 503 {
+		t.Errorf("bad.test (empty backend): %d %v, want 503", code, err)
+	}
+	// Later reloads are checked and confirmed as before.
+	badBE.Balance = "leastconn"
+	if res := applyOK(t, h.d, routes(
+		[]*model.Backend{badBE, backendOf("ns_good_80", 2, good)},
+		map[string]string{}, map[string]string{"bad.test/": "ns_bad_80", "good.test/": "ns_good_80"},
+	)); !res.Reloaded || len(res.Quarantined) != 0 {
+		t.Fatalf("fixed: %+v", res)
+	}
+	if _, body, err := get(h.http4, "bad.test", "/"); err != nil || body != "BAD" {
+		t.Errorf("bad.test once fixed: %q %v", body, err)
+	}
+}

@@ -139,6 +139,7 @@ func (d *Driver) writeInitial() error {
 		return err
 	}
 	d.fromApply = false
+	d.emptyGen = d.diskGen
 	return nil
 }
 
