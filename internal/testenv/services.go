@@ -122,7 +122,7 @@ func (s *Service) SetEndpoints(tb testing.TB, eps ...Endpoint) {
 
 // SetEndpointsCtx replaces the endpoint list of the Service's EndpointSlice.
 func (s *Service) SetEndpointsCtx(ctx context.Context, eps ...Endpoint) error {
-	_, err := s.writeEndpoints(ctx, eps)
+	_, _, err := s.writeEndpoints(ctx, eps)
 	return err
 }
 
@@ -131,17 +131,25 @@ func (s *Service) SetEndpointsCtx(ctx context.Context, eps ...Endpoint) error {
 // change, not at the read before it.
 func (s *Service) WriteEndpoints(tb testing.TB, eps ...Endpoint) time.Time {
 	tb.Helper()
-	sent, err := s.writeEndpoints(context.Background(), eps)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	sent, _ := s.WriteEndpointsAcked(tb, eps...)
 	return sent
 }
 
-func (s *Service) writeEndpoints(ctx context.Context, eps []Endpoint) (sent time.Time, err error) {
+// WriteEndpointsAcked is WriteEndpoints that also returns when the API
+// server answered the write: what comes after that is the watchers' share.
+func (s *Service) WriteEndpointsAcked(tb testing.TB, eps ...Endpoint) (sent, acked time.Time) {
+	tb.Helper()
+	sent, acked, err := s.writeEndpoints(context.Background(), eps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sent, acked
+}
+
+func (s *Service) writeEndpoints(ctx context.Context, eps []Endpoint) (sent, acked time.Time, err error) {
 	want, err := s.slice(eps)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, time.Time{}, err
 	}
 	slices := s.c.Admin.DiscoveryV1().EndpointSlices(s.Namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -153,12 +161,13 @@ func (s *Service) writeEndpoints(ctx context.Context, eps []Endpoint) (sent time
 		cur.Ports = want.Ports
 		sent = time.Now()
 		_, err = slices.Update(ctx, cur, metav1.UpdateOptions{})
+		acked = time.Now()
 		return err
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.SliceName, err)
+		return time.Time{}, time.Time{}, fmt.Errorf("update endpointslice %s/%s: %w", s.Namespace, s.SliceName, err)
 	}
-	return sent, nil
+	return sent, acked, nil
 }
 
 func (s *Service) slice(eps []Endpoint) (*discoveryv1.EndpointSlice, error) {
