@@ -222,7 +222,9 @@ func runScale(b *testing.B, n int) {
 	args := []string{"--configmap=" + e.ns + "/perimeter", "--log=info"}
 	profDir := os.Getenv("BENCH_SCALE_PROFILE")
 	if profDir != "" {
-		args = append(args, "--pprof")
+		// With the profiles, the daemon's debug log (daemon-N.log): when
+		// each pass started and what it took.
+		args = append(args, "--pprof", "--log=debug")
 	}
 	perimeterBinary(b) // built before the clock starts
 	start = time.Now()
@@ -380,6 +382,11 @@ func runScale(b *testing.B, n int) {
 	// A second start finds every status right: no write.
 	rvs := ingressVersions(b, e)
 	d.stop()
+	if profDir != "" {
+		if err := os.WriteFile(filepath.Join(profDir, fmt.Sprintf("daemon-%d.log", n)), []byte(d.out.String()), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
 	start = time.Now()
 	d = e.startDaemonWithin(5*time.Minute, args...)
 	restart := time.Since(start)

@@ -387,7 +387,7 @@ func TestDesiredStateRejects(t *testing.T) {
 		Maps: map[string]map[string]string{
 			model.MapExact: {"ok.test/": "ns_ok_80", "evil.test/a b": "ns_ok_80", "x.test/;del": "ns_ok_80", "y.test/": "ns_missing_80"},
 		},
-		Routes:         []model.Route{{Ingress: model.ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "ing"}, Host: "evil.test", Path: "/a b"}},
+		Routes:         model.NewRouteList([]model.Route{{Ingress: model.ObjectRef{Kind: "Ingress", Namespace: "ns", Name: "ing"}, Host: "evil.test", Path: "/a b"}}),
 		DefaultBackend: "ns_missing_80",
 	}
 	st, problems := desiredState(want)

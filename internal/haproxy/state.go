@@ -692,7 +692,7 @@ func serviceRef(b *model.Backend) model.ObjectRef {
 
 // routeRef finds the Ingress that asked for a map key, for the Problem.
 func routeRef(want *model.Desired, key string) model.ObjectRef {
-	for _, r := range want.Routes {
+	for r := range want.Routes.All() {
 		if r.Host+r.Path == key || strings.TrimSuffix(key, "/") == r.Host+strings.TrimSuffix(r.Path, "/") {
 			return r.Ingress
 		}
@@ -702,7 +702,7 @@ func routeRef(want *model.Desired, key string) model.ObjectRef {
 
 // hostRef is the object of the first route for host, or none.
 func hostRef(want *model.Desired, host string) model.ObjectRef {
-	for _, r := range want.Routes {
+	for r := range want.Routes.All() {
 		if r.Host == host {
 			return r.Ingress
 		}

@@ -50,8 +50,8 @@ func BenchmarkBuild(b *testing.B) {
 // served with both routes and three endpoints, and nothing is a problem.
 func TestBenchSnapshot(t *testing.T) {
 	d := Build(benchSnapshot(300), Options{})
-	if len(d.Problems) != 0 || len(d.Routes) != 600 || len(d.Backends) != 300 {
-		t.Fatalf("%d problems, %d routes, %d backends", len(d.Problems), len(d.Routes), len(d.Backends))
+	if len(d.Problems) != 0 || d.Routes.Len() != 600 || len(d.Backends) != 300 {
+		t.Fatalf("%d problems, %d routes, %d backends", len(d.Problems), d.Routes.Len(), len(d.Backends))
 	}
 	for _, be := range d.Backends {
 		if len(be.Endpoints) != 3 || be.Balance != "leastconn" || be.Slots != 10 {
@@ -174,6 +174,31 @@ func BenchmarkUpdateNewService(b *testing.B) {
 			// What the same change cost before: a Build of the whole
 			// snapshot (the previous result's, one Service short).
 			b.ReportMetric(float64(built.Nanoseconds())/float64(b.N), "ns/build")
+		})
+	}
+}
+
+// BenchmarkTryUpdateNewHost is the new-host path as the daemon takes it:
+// told of one new plain Ingress to a Service port already served, then of
+// its deletion, TryUpdate applies each to the previous result. What it
+// allocates is what the garbage collector pays for at every new host.
+func BenchmarkTryUpdateNewHost(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+			prev := Build(plainSnapshot(n), Options{})
+			ing := ingress("ns-7", "new", n+1, rule("new.example.com", path("/", "Prefix", "app-7", "http")))
+			ref := ingressRef(ing)
+			b.ReportAllocs()
+			for b.Loop() {
+				added, ok := TryUpdate(prev, Change{Ingresses: map[ObjectRef]*networkingv1.Ingress{ref: ing}}, Options{})
+				if !ok || len(added.Served) != n+1 {
+					b.Fatal("adding took a full Build")
+				}
+				if prev, ok = TryUpdate(added, Change{Ingresses: map[ObjectRef]*networkingv1.Ingress{ref: nil}}, Options{}); !ok {
+					b.Fatal("deleting took a full Build")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/update")
 		})
 	}
 }

@@ -123,6 +123,8 @@ type builder struct {
 	s *Snapshot
 	o Options
 	d *Desired
+	// routes are d.Routes while they are made; finish sorts them.
+	routes []Route
 
 	services map[nsName]*corev1.Service
 	slices   map[nsName][]*discoveryv1.EndpointSlice
@@ -344,7 +346,7 @@ func (b *builder) ingressRules(ing *networkingv1.Ingress) {
 				b.hostOwners[rule.Host] = ing.Namespace
 			}
 			name = b.useBackend(name, ing.Namespace, p.Backend.Service.Name, port, ing).name
-			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: rule.Host, Path: path, PathType: typ, Backend: name})
+			b.routes = append(b.routes, Route{Ingress: ref, Host: rule.Host, Path: path, PathType: typ, Backend: name})
 		}
 	}
 }
@@ -529,10 +531,10 @@ func routeMapEntries(routes []Route, exact, prefix map[string]string) {
 // buildMaps writes the routes into the lookup maps the HAProxy frontend
 // uses.
 func (b *builder) buildMaps() {
-	exact := make(map[string]string, len(b.d.Routes))
-	prefix := make(map[string]string, len(b.d.Routes))
+	exact := make(map[string]string, len(b.routes))
+	prefix := make(map[string]string, len(b.routes))
 	b.d.Maps[MapExact], b.d.Maps[MapPrefix] = exact, prefix
-	routeMapEntries(b.d.Routes, exact, prefix)
+	routeMapEntries(b.routes, exact, prefix)
 	if !b.o.AllowCrossNamespaceHosts {
 		b.ownerMaps(exact, prefix)
 	}
@@ -554,7 +556,7 @@ func (b *builder) ownerMaps(exact, prefix map[string]string) {
 		owners[h] = "@" + ns
 	}
 	b.d.Maps[MapHostOwner] = owners
-	for _, r := range b.d.Routes {
+	for _, r := range b.routes {
 		// A scoped host-less route ("@<scope>") is looked up with its
 		// scope after the owner: "@<namespace>@<scope>/path".
 		if host, _ := splitScope(r.Host); host != "" {
@@ -592,7 +594,8 @@ func (b *builder) ownerMaps(exact, prefix map[string]string) {
 // iteration or snapshot order.
 func (b *builder) finish() {
 	d := b.d
-	slices.SortFunc(d.Routes, compareRoutes)
+	slices.SortFunc(b.routes, compareRoutes)
+	d.Routes = NewRouteList(b.routes)
 	slices.SortFunc(d.Served, compareRefs)
 	slices.SortFunc(d.Problems, func(x, y Problem) int {
 		if c := compareRefs(x.Object, y.Object); c != 0 {

@@ -68,8 +68,8 @@ func TestClassSelection(t *testing.T) {
 			if got != tt.served {
 				t.Fatalf("served = %t, want %t", got, tt.served)
 			}
-			if got != (len(d.Routes) == 1) {
-				t.Fatalf("served=%t but %d routes", got, len(d.Routes))
+			if got != (d.Routes.Len() == 1) {
+				t.Fatalf("served=%t but %d routes", got, d.Routes.Len())
 			}
 		})
 	}

@@ -90,7 +90,7 @@ func Dump(d *Desired) string {
 	}
 
 	w.WriteString("\nroutes\n")
-	for _, r := range d.Routes {
+	for r := range d.Routes.All() {
 		host := r.Host
 		if host == "" {
 			host = "(any)"

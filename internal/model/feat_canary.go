@@ -134,7 +134,7 @@ func (b *builder) canaries(ings []*networkingv1.Ingress) {
 		}
 	}
 	routed := map[string]bool{}
-	for _, r := range b.d.Routes {
+	for _, r := range b.routes {
 		routed[r.Backend] = true
 	}
 	if len(routed) == 0 {

@@ -138,7 +138,7 @@ func (b *builder) passthroughMap() {
 	}
 	b.d.Maps[MapSSLPassthrough] = m
 	told := map[ObjectRef]bool{}
-	for _, r := range b.d.Routes {
+	for _, r := range b.routes {
 		c, ok := b.passthroughHosts[r.Host]
 		if !ok || r.Host == "" || told[r.Ingress] {
 			continue

@@ -134,7 +134,7 @@ func TestSSLPassthrough(t *testing.T) {
 				t.Errorf("passthrough map = %v, want %v", got, tt.sni)
 			}
 			var hosts []string
-			for _, r := range d.Routes {
+			for _, r := range d.Routes.Slice() {
 				hosts = append(hosts, r.Host)
 			}
 			if hosts = slices.Compact(hosts); !slices.Equal(hosts, tt.routes) {

@@ -98,8 +98,8 @@ func TestRouteACL(t *testing.T) {
 	if got := d.Maps[MapRouteACLPrefix]; !maps.Equal(got, wantPrefix) {
 		t.Errorf("route-acl-prefix = %v, want %v", got, wantPrefix)
 	}
-	if len(d.CondRoutes) != 2 || len(d.Routes) != 3 {
-		t.Errorf("routes: %d conditional, %d plain", len(d.CondRoutes), len(d.Routes))
+	if len(d.CondRoutes) != 2 || d.Routes.Len() != 3 {
+		t.Errorf("routes: %d conditional, %d plain", len(d.CondRoutes), d.Routes.Len())
 	}
 }
 

@@ -691,7 +691,7 @@ func (b *builder) routeRule(r *gwv1.HTTPRoute, i int, rule gwv1.HTTPRouteRule, h
 				continue
 			}
 			st := b.ruleBackend(r, i, -1, refs, http)
-			b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: scoped, Path: path, PathType: typ, Backend: st.name})
+			b.routes = append(b.routes, Route{Ingress: ref, Host: scoped, Path: path, PathType: typ, Backend: st.name})
 		}
 	}
 }

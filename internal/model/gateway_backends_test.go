@@ -10,7 +10,7 @@ import (
 // with, 0 when it asks pods or there is no route.
 func routedStatus(t *testing.T, d *Desired, host string) (status int, routed bool) {
 	t.Helper()
-	for _, r := range d.Routes {
+	for _, r := range d.Routes.Slice() {
 		if r.Host != host {
 			continue
 		}

@@ -31,7 +31,7 @@ const ReasonWildcardShared = "WildcardShared"
 func (b *builder) gatewayWildcards() {
 	ingress := map[string]bool{}
 	users := map[string][]ObjectRef{}
-	for _, rs := range [][]Route{b.d.Routes, b.d.CondRoutes} {
+	for _, rs := range [][]Route{b.routes, b.d.CondRoutes} {
 		for _, r := range rs {
 			// A route of a Gateway bind of its own has the bind's scope
 			// after the host (gateway_ports.go); the frontend's tiers add

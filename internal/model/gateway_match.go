@@ -263,7 +263,7 @@ func (b *builder) gatewayCondLists() (exact, prefix map[string][]string) {
 		return exact, prefix
 	}
 	byHost := map[string][]matchEntry{}
-	for _, r := range b.d.Routes {
+	for _, r := range b.routes {
 		for _, h := range b.keyHosts(r) {
 			byHost[h] = append(byHost[h], matchEntry{exact: r.PathType == PathExact, path: r.Path, order: -1, backend: r.Backend})
 		}

@@ -26,7 +26,7 @@ const maxWeightedRefs = 8
 func (b *builder) weightedRoute(r *gwv1.HTTPRoute, i int, key routeKey, refs []routeRef) {
 	ref := httpRouteRef(r)
 	first := b.ruleBackend(r, i, -1, refs[:1], nil)
-	b.d.Routes = append(b.d.Routes, Route{Ingress: ref, Host: key.host, Path: key.path, PathType: key.typ, Backend: first.name})
+	b.routes = append(b.routes, Route{Ingress: ref, Host: key.host, Path: key.path, PathType: key.typ, Backend: first.name})
 	left := 0
 	for _, x := range refs {
 		left += int(x.weight)

@@ -151,7 +151,7 @@ func newIngressIndex(b *builder, served []*networkingv1.Ingress) *ingressIndex {
 	for _, ns := range b.hostOwners {
 		x.nsHosts[ns]++
 	}
-	for _, r := range b.d.Routes {
+	for _, r := range b.routes {
 		x.routes[r.Backend]++
 	}
 	for _, c := range b.d.Maps[MapCanaryBackend] {
@@ -161,7 +161,7 @@ func newIngressIndex(b *builder, served []*networkingv1.Ingress) *ingressIndex {
 	// many updates keeps neither the old snapshot's lists nor the first
 	// result alive.
 	b.claims, b.hostOwners, b.httpHosts, b.passthroughHosts, b.slices, b.gwSplits = nil, nil, nil, nil, nil, nil
-	b.ingValues, b.variantKeys, b.secrets, b.d, b.backends = nil, nil, nil, nil, nil
+	b.ingValues, b.variantKeys, b.secrets, b.d, b.backends, b.routes = nil, nil, nil, nil, nil, nil
 	b.s = &Snapshot{ConfigMap: s.ConfigMap, ErrorFiles: s.ErrorFiles, TCPServices: s.TCPServices, PatternFiles: s.PatternFiles}
 	return x
 }
@@ -424,7 +424,6 @@ func applyChanges(prev *Desired, x *ingressIndex, changes []ingressChange, svcs 
 		}
 	}
 	if len(changes) > 0 {
-		d.Routes = slices.Clone(prev.Routes)
 		d.Served = slices.Clone(prev.Served)
 		d.Maps = make(map[string]map[string]string, len(prev.Maps))
 		for k, m := range prev.Maps {
@@ -745,15 +744,9 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, touched map[string]map
 			del(MapSSLRedirect, h)
 		}
 		for _, h := range oldPlan.owned {
-			i, _ := slices.BinarySearchFunc(d.Routes, h, func(r Route, h string) int { return strings.Compare(r.Host, h) })
-			j := i
-			for j < len(d.Routes) && d.Routes[j].Host == h {
-				if d.Routes[j].Ingress != oldPlan.ref {
-					return false
-				}
-				j++
+			if !d.Routes.deleteHost(h, oldPlan.ref) {
+				return false
 			}
-			d.Routes = slices.Delete(d.Routes, i, j)
 		}
 		if i, ok := slices.BinarySearchFunc(d.Served, oldPlan.ref, compareRefs); ok {
 			d.Served = slices.Delete(d.Served, i, i+1)
@@ -798,8 +791,7 @@ func (x *ingressIndex) apply(d *Desired, c ingressChange, touched map[string]map
 		if !slices.Contains(st.users, c.cur) {
 			st.users = append(st.users, c.cur)
 		}
-		j, _ := slices.BinarySearchFunc(d.Routes, r, compareRoutes)
-		d.Routes = slices.Insert(d.Routes, j, r)
+		d.Routes.insert(r)
 	}
 	exact, prefix := planMaps(curPlan)
 	for k, v := range exact {

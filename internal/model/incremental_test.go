@@ -672,8 +672,8 @@ func TestUpdateIngressesNewHost(t *testing.T) {
 	if be := got.Maps[MapPrefix]["new.example.com/"]; be != "ns-7_app-7_http" {
 		t.Fatalf("new.example.com/ -> %q", be)
 	}
-	if got.Maps[MapHostOwner]["new.example.com"] != "@ns-7" || len(got.Served) != 101 || len(got.Routes) != 201 {
-		t.Fatalf("owner %q, %d served, %d routes", got.Maps[MapHostOwner]["new.example.com"], len(got.Served), len(got.Routes))
+	if got.Maps[MapHostOwner]["new.example.com"] != "@ns-7" || len(got.Served) != 101 || got.Routes.Len() != 201 {
+		t.Fatalf("owner %q, %d served, %d routes", got.Maps[MapHostOwner]["new.example.com"], len(got.Served), got.Routes.Len())
 	}
 	if _, ok := prev.Maps[MapPrefix]["new.example.com/"]; ok {
 		t.Fatal("prev changed")

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"slices"
 	"strings"
 )
 
@@ -159,20 +158,15 @@ func lookup(d *Desired, host, keyHost, path string) (Route, bool) {
 	return Route{}, false
 }
 
-// findRoute finds the served route for host, path and type in the sorted
-// d.Routes.
+// findRoute finds the served route for host, path and type in d.Routes.
 func findRoute(d *Desired, host, path string, typ PathType) (Route, bool) {
-	i, ok := slices.BinarySearchFunc(d.Routes, Route{Host: host, Path: path, PathType: typ}, func(r, t Route) int {
-		if r.Host != t.Host {
-			return strings.Compare(r.Host, t.Host)
+	return d.Routes.find(func(r Route) int {
+		if r.Host != host {
+			return strings.Compare(r.Host, host)
 		}
-		if r.Path != t.Path {
-			return strings.Compare(r.Path, t.Path)
+		if r.Path != path {
+			return strings.Compare(r.Path, path)
 		}
-		return strings.Compare(string(r.PathType), string(t.PathType))
+		return strings.Compare(string(r.PathType), string(typ))
 	})
-	if !ok {
-		return Route{}, false
-	}
-	return d.Routes[i], true
 }

@@ -227,10 +227,10 @@ func TestHostAndPathValidation(t *testing.T) {
 				service("ns", "svc", svcPort("", 80, 8080)), service("ns", "other", svcPort("", 80, 8080)),
 			}}, Options{})
 			if tt.reason == "" {
-				if len(d.Problems) != 0 || len(d.Routes) != 2 {
-					t.Fatalf("want served, got problems %v routes %v", d.Problems, d.Routes)
+				if len(d.Problems) != 0 || d.Routes.Len() != 2 {
+					t.Fatalf("want served, got problems %v routes %v", d.Problems, d.Routes.Slice())
 				}
-				for _, r := range d.Routes {
+				for _, r := range d.Routes.Slice() {
 					if r.Host == tt.host && r.Path != tt.served {
 						t.Fatalf("route path %q, want %q", r.Path, tt.served)
 					}
@@ -241,8 +241,8 @@ func TestHostAndPathValidation(t *testing.T) {
 				t.Fatalf("problems %v, want one %s", got, tt.reason)
 			}
 			// The bad rule is skipped, the rest of the Ingress is served.
-			if len(d.Routes) != 1 || d.Routes[0].Host != "other.example" {
-				t.Fatalf("routes %v, want only other.example", d.Routes)
+			if d.Routes.Len() != 1 || d.Routes.Slice()[0].Host != "other.example" {
+				t.Fatalf("routes %v, want only other.example", d.Routes.Slice())
 			}
 		})
 	}

@@ -555,7 +555,7 @@ func (t *tlsBuilder) hostOwners(ings []*networkingv1.Ingress) (owner map[string]
 	}
 	owner = map[string]*networkingv1.Ingress{}
 	routed = map[ObjectRef][]string{}
-	for _, r := range t.b.d.Routes {
+	for _, r := range t.b.routes {
 		ing := byRef[r.Ingress]
 		if r.Host == "" || ing == nil {
 			continue

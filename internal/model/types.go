@@ -182,7 +182,7 @@ type Desired struct {
 	// own hosts (MapHostOwner).
 	NamespaceDefaults map[string]ObjectRef
 	// Routes are the served rules, sorted, for status, explain and tests.
-	Routes []Route
+	Routes RouteList
 	// CondRoutes are the rules to Services with route-acl, oldest Ingress
 	// first; RouteACLs their backends' conditions, in the order the
 	// frontends try them (feat_routeacl.go).
