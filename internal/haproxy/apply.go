@@ -269,6 +269,12 @@ func (d *Driver) reloadUnchecked(ctx context.Context, target *state, p changePla
 	}
 	start := time.Now()
 	if err := d.reload(ctx); err != nil {
+		if !errors.Is(err, errReloadRefused) {
+			// Not HAProxy's verdict on the configuration (a timeout, a
+			// master that went away): failed as any reload.
+			d.dirty = true
+			return res, err, true
+		}
 		d.log.Warn("first configuration refused; checking it to find why", "error", err)
 		// The files hold what HAProxy refused: the checked path must
 		// write and reload whatever it keeps.
@@ -634,6 +640,10 @@ func (d *Driver) execRuntime(ctx context.Context, next *state, srvCmds, mapCmds,
 	return n, nil
 }
 
+// errReloadRefused: the new worker did not start, HAProxy refused the
+// configuration.
+var errReloadRefused = errors.New("haproxy kept the previous configuration")
+
 // reload asks the master to reload and waits until a new worker with the
 // new configuration answers on the stats socket. HAProxy keeps the old
 // worker when the new configuration fails to load; that is an error here.
@@ -674,7 +684,7 @@ func (d *Driver) reload(ctx context.Context) error {
 			continue
 		}
 		if now.Failed > before.Failed {
-			return fmt.Errorf("reload failed (show proc: failed %d -> %d): haproxy kept the previous configuration", before.Failed, now.Failed)
+			return fmt.Errorf("reload failed (show proc: failed %d -> %d): %w", before.Failed, now.Failed, errReloadRefused)
 		}
 		if now.Reloads <= before.Reloads && now.MasterPID == before.MasterPID {
 			continue
