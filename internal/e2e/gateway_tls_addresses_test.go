@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/perimeter-ingress/perimeter/internal/testenv"
 )
@@ -35,11 +34,7 @@ import (
 // and a new TLSRoute hostname is a map change (no reload).
 func TestGatewayTLSAddresses(t *testing.T) {
 	e := newEnv(t)
-	installGatewayCRDs(t, e)
-	gw, err := gwclient.NewForConfig(e.c.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := e.gatewayClient()
 	ctx := context.Background()
 	const domain = "tlsaddr.test"
 	podCA := newTestCA(t, "TLS address pod CA")

@@ -192,30 +192,30 @@ func sameFiles(a, b *state) bool {
 func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePlan, res Result) (Result, error) {
 	res.ReloadReason = p.reason()
 	target.spares = chooseSpares(target)
-	if d.servesNothing() {
-		if r, err, done := d.reloadUnchecked(ctx, target, p, res); done {
-			return r, err
+	cfg, checked := d.uncheckedConfig(target)
+	if checked {
+		var quarantined []model.Problem
+		var err error
+		target, quarantined, cfg, err = d.validated(ctx, cur, target)
+		res.Quarantined = append(res.Quarantined, quarantined...)
+		if err != nil {
+			d.log.Error("configuration rejected, the running one stays", "error", err)
+			// The candidate's crt-list and certificates must not stay on
+			// disk for a restart to load: back to what cur holds.
+			if werr := d.sync(d.rend.checkFiles(cur), true); werr != nil {
+				d.log.Error("restore certificate files", "error", werr)
+			}
+			return res, err
 		}
-	}
-	target, quarantined, cfg, err := d.validated(ctx, cur, target)
-	res.Quarantined = append(res.Quarantined, quarantined...)
-	if err != nil {
-		d.log.Error("configuration rejected, the running one stays", "error", err)
-		// The candidate's crt-list and certificates must not stay on
-		// disk for a restart to load: back to what cur holds.
-		if werr := d.sync(d.rend.checkFiles(cur), true); werr != nil {
-			d.log.Error("restore certificate files", "error", werr)
+		// Quarantine may have taken back what made the reload necessary
+		// (unless that is giving the spares back).
+		if np := plan(d.cur, target, d.rend, d.dirty); np.reload() {
+			p = np
+		} else if !p.spares {
+			// The live HAProxy keeps its spares.
+			target.spares = cur.spares
+			return d.applyRuntime(ctx, cur, target, np, res, "structural change quarantined")
 		}
-		return res, err
-	}
-	// Quarantine may have taken back what made the reload necessary
-	// (unless that is giving the spares back).
-	if np := plan(d.cur, target, d.rend, d.dirty); np.reload() {
-		p = np
-	} else if !p.spares {
-		// The live HAProxy keeps its spares.
-		target.spares = cur.spares
-		return d.applyRuntime(ctx, cur, target, np, res, "structural change quarantined")
 	}
 	if err := d.writeFiles(target, cfg, true, false); err != nil {
 		// What is on disk is now neither cur nor target: the next Apply
@@ -232,12 +232,19 @@ func (d *Driver) applyReload(ctx context.Context, cur, target *state, p changePl
 	start := time.Now()
 	if err := d.reload(ctx); err != nil {
 		d.dirty = true
+		if !checked && errors.Is(err, errReloadRefused) {
+			// HAProxy refused it and still serves nothing: the check
+			// finds whom to hold back (dirty: this time it runs, and
+			// whatever it keeps is written and reloaded).
+			d.log.Warn("first configuration refused; checking it to find why", "error", err)
+			return d.applyReload(ctx, cur, target, p, res)
+		}
 		return res, err
 	}
 	res.Reloaded = true
 	res.Reason = "reload: " + p.summary()
 	d.serving.Store(true)
-	d.log.Info("reloaded", "changes", p.summary(), "took", time.Since(start).Round(time.Millisecond))
+	d.log.Info("reloaded", "changes", p.summary(), "took", time.Since(start).Round(time.Millisecond), "checked", checked)
 	return res, nil
 }
 
@@ -248,44 +255,21 @@ func (d *Driver) servesNothing() bool {
 	return d.running.Load() && !d.adopted.Load() && !d.dirty && d.emptyGen != 0 && d.loadedGen == d.emptyGen
 }
 
-// reloadUnchecked loads target without `haproxy -c` first; done is false
-// when the checked path must take over. While HAProxy serves nothing
-// (servesNothing) the reload is as good a check: a refused configuration
-// leaves the empty one running, and the checked path then finds whom to
-// blame. At 10,000 Ingresses this spares the first full configuration one
-// of its two parses, about 2 s of a start.
-func (d *Driver) reloadUnchecked(ctx context.Context, target *state, p changePlan, res Result) (Result, error, bool) {
-	if len(d.rejected) > 0 {
-		return res, nil, false
+// uncheckedConfig renders target for loading without `haproxy -c`
+// first; checked is true when the check must run. While HAProxy serves
+// nothing (servesNothing) the reload is as good a check: a refused
+// configuration leaves the empty one running, and applyReload then checks
+// it to find whom to blame. At 10,000 Ingresses this spares the first full
+// configuration one of its two parses, about 2 s of a start.
+func (d *Driver) uncheckedConfig(target *state) (cfg string, checked bool) {
+	if !d.servesNothing() || len(d.rejected) > 0 {
+		return "", true
 	}
 	cfg, err := d.rend.config(target, d.cache)
 	if err != nil || d.opts.MaxConfigSize > 0 && len(cfg) > d.opts.MaxConfigSize {
-		return res, nil, false
+		return "", true
 	}
-	if err := d.writeFiles(target, cfg, true, false); err != nil {
-		d.cur = nil
-		d.dirty = true
-		return res, err, true
-	}
-	start := time.Now()
-	if err := d.reload(ctx); err != nil {
-		if !errors.Is(err, errReloadRefused) {
-			// Not HAProxy's verdict on the configuration (a timeout, a
-			// master that went away): failed as any reload.
-			d.dirty = true
-			return res, err, true
-		}
-		d.log.Warn("first configuration refused; checking it to find why", "error", err)
-		// The files hold what HAProxy refused: the checked path must
-		// write and reload whatever it keeps.
-		d.dirty = true
-		return res, nil, false
-	}
-	res.Reloaded = true
-	res.Reason = "reload: " + p.summary()
-	d.serving.Store(true)
-	d.log.Info("reloaded", "changes", p.summary(), "took", time.Since(start).Round(time.Millisecond), "checked", false)
-	return res, nil, true
+	return cfg, false
 }
 
 // quarantineKnown gives backends whose desired version HAProxy already
