@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -148,7 +149,37 @@ type renderedMap struct {
 
 // diskFiles is what the writer knows the config directory holds, so
 // that an unchanged file is neither read nor written again.
-type diskFiles map[string]file
+type diskFiles map[string]diskFile
+
+// diskFile is a file as last written. Of haproxy.cfg it keeps a digest,
+// not the text: megabytes at 10,000 backends, rendered anew for each
+// write and held by nothing else. The other files' bytes are the render
+// cache's own, so keeping them costs nothing, and comparing them costs
+// nothing while they are the same bytes.
+type diskFile struct {
+	mode   os.FileMode
+	data   []byte
+	digest bool
+	sum    [sha256.Size]byte
+}
+
+func diskFileOf(rel string, f file) diskFile {
+	if rel == configFile {
+		return diskFile{mode: f.mode, digest: true, sum: sha256.Sum256(f.data)}
+	}
+	return diskFile{mode: f.mode, data: f.data}
+}
+
+// holds reports whether the file as written is f.
+func (d diskFile) holds(f file) bool {
+	if d.mode != f.mode {
+		return false
+	}
+	if d.digest {
+		return d.sum == sha256.Sum256(f.data)
+	}
+	return bytes.Equal(d.data, f.data)
+}
 
 // syncFiles is the one writer of the config directory: it writes each
 // file of want that differs from what root holds and, with prune,
@@ -160,7 +191,7 @@ func syncFiles(root string, want map[string]file, disk diskFiles, prune bool) er
 		f := want[rel]
 		p := filepath.Join(root, rel)
 		old, known := disk[rel]
-		if known && (f.createOnly || old.mode == f.mode && bytes.Equal(old.data, f.data)) {
+		if known && (f.createOnly || old.holds(f)) {
 			continue
 		}
 		// A known file that differs is written without reading it first:
@@ -172,7 +203,7 @@ func syncFiles(root string, want map[string]file, disk diskFiles, prune bool) er
 				}
 				if st.Mode().Perm() == f.mode {
 					if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.data) {
-						disk[rel] = f
+						disk[rel] = diskFileOf(rel, f)
 						continue
 					}
 				}
@@ -188,7 +219,7 @@ func syncFiles(root string, want map[string]file, disk diskFiles, prune bool) er
 		if err := writeFileAtomic(p, f.data, f.mode); err != nil {
 			return err
 		}
-		disk[rel] = f
+		disk[rel] = diskFileOf(rel, f)
 	}
 	if !prune {
 		return nil

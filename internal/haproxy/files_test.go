@@ -104,3 +104,42 @@ func TestMapFileCacheFollowsEqualMap(t *testing.T) {
 		t.Error("the cache still compares with the first map")
 	}
 }
+
+// The writer remembers haproxy.cfg by its digest: the same text rendered
+// anew is not written again, a changed one is, and nothing holds the old
+// text.
+func TestWriterRemembersConfigByDigest(t *testing.T) {
+	dir := t.TempDir()
+	disk := diskFiles{}
+	cfg := "global\n\tmaxconn 100\n"
+	if err := syncFiles(dir, map[string]file{configFile: configFileOf(cfg)}, disk, false); err != nil {
+		t.Fatal(err)
+	}
+	if d := disk[configFile]; !d.digest || d.data != nil {
+		t.Fatalf("haproxy.cfg kept as %+v, want its digest only", d)
+	}
+	p := filepath.Join(dir, configFile)
+	before, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Equal text in other bytes: not written (a write renames a new inode
+	// into place).
+	if err := syncFiles(dir, map[string]file{configFile: configFileOf(string([]byte(cfg)))}, disk, false); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) {
+		t.Fatal("unchanged haproxy.cfg was written again")
+	}
+	changed := "global\n\tmaxconn 200\n"
+	if err := syncFiles(dir, map[string]file{configFile: configFileOf(changed)}, disk, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(p); err != nil || string(got) != changed {
+		t.Fatalf("haproxy.cfg after a change: %q, %v", got, err)
+	}
+}
