@@ -32,6 +32,13 @@ func Connect(ctx context.Context, kubeconfig string, userAgent string) (*rest.Co
 	// Status writes for thousands of Ingresses and the initial lists would
 	// otherwise crawl at client-go's default 5 QPS.
 	cfg.QPS, cfg.Burst = 50, 100
+	// The informers' streamed lists would come gzipped, and so would
+	// every later event on those streams, each compressed apart: CPU the
+	// API server spends on every change the daemon watches, its own
+	// status writes among them (at 10,000 Ingresses, 10,000 events at the
+	// first start). An edge host reaches its API server over a LAN, where
+	// the bytes saved are worth less than that CPU.
+	cfg.DisableCompression = true
 	// The built-in types travel as protobuf: at 10,000 Services the
 	// initial lists and the stream of EndpointSlice changes decode in a
 	// fraction of the CPU and garbage JSON costs. The config returned stays
