@@ -58,6 +58,11 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
+// servedPoll is how often a change is checked for while the clock runs:
+// the change's own time is a few milliseconds, of which Converge's
+// millisecond between two checks, and the timer's slack, were a third.
+const servedPoll = 200 * time.Microsecond
+
 const (
 	scalePods      = 4
 	scaleEndpoints = 10 // per Service
@@ -271,7 +276,7 @@ func runScale(b *testing.B, n int) {
 		addr := scaleAddr(c%scalePods, 4001+c%90)
 		start, acked := svc0.WriteEndpointsAcked(b, testenv.Endpoint{IP: addr})
 		api = append(api, acked.Sub(start))
-		testenv.Converge(b, 30*time.Second, func() error {
+		testenv.ConvergeEvery(b, 30*time.Second, servedPoll, func() error {
 			r, err := d.get("s0.test", "/")
 			if err != nil {
 				return err
@@ -559,7 +564,7 @@ func (d *daemon) savePprof(b *testing.B, what, file string) {
 // served polls until host answers 200.
 func (d *daemon) served(host string, within time.Duration) {
 	d.t.Helper()
-	testenv.Converge(d.t, within, func() error {
+	testenv.ConvergeEvery(d.t, within, servedPoll, func() error {
 		r, err := d.get(host, "/")
 		if err != nil {
 			return err

@@ -95,6 +95,14 @@ func Poll(ctx context.Context, timeout time.Duration, cond func() error) error {
 // add up to half the time already waited), then slows to 50 ms.
 func Converge(tb testing.TB, timeout time.Duration, cond func() error) {
 	tb.Helper()
+	ConvergeEvery(tb, timeout, time.Millisecond, cond)
+}
+
+// ConvergeEvery is Converge polling every interval for the first five
+// seconds: for figures of a few milliseconds, where Converge's millisecond
+// (and the timer's slack on a busy machine) would be a sizeable share.
+func ConvergeEvery(tb testing.TB, timeout, interval time.Duration, cond func() error) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
@@ -103,7 +111,7 @@ func Converge(tb testing.TB, timeout time.Duration, cond func() error) {
 		if err == nil {
 			return
 		}
-		wait := time.Millisecond
+		wait := interval
 		if time.Since(start) > 5*time.Second {
 			wait = 50 * time.Millisecond
 		}
