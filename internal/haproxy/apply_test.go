@@ -513,13 +513,21 @@ func TestDesiredStateQuickPath(t *testing.T) {
 	a := oneBackend("ns_a_80", 4, eps("198.18.0.1"))
 	bad := oneBackend("ns_b_80", 4, []model.Endpoint{{Address: "198.18.0.3", Port: 8080}, {Address: "not-an-ip", Port: 8080}})
 	c := oneBackend("ns_c_80", 4, eps("198.18.0.4"))
+	c2 := oneBackend("ns_c_80", 4, eps("198.18.0.5"))
+	badC := oneBackend("ns_c_80", 4, []model.Endpoint{{Address: "198.18.0.5", Port: 8080}, {Address: "not-an-ip", Port: 8080}})
+	goodB := oneBackend("ns_b_80", 4, eps("198.18.0.3"))
 	for _, tc := range []struct {
 		name  string
 		extra *model.Backend
+		// at is the index changed, to
+		at    int
+		to    *model.Backend
 		quick bool
 	}{
-		{"same backends", nil, true},
-		{"one left out", &model.Backend{Name: "Not Valid", Namespace: "ns", Service: "x"}, false},
+		{"same backends", nil, 2, c2, true},
+		{"a changed backend gets a problem", nil, 2, badC, true},
+		{"a changed backend loses its problem", nil, 1, goodB, true},
+		{"one left out", &model.Backend{Name: "Not Valid", Namespace: "ns", Service: "x"}, 2, c2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			first := desired(a, bad, c)
@@ -530,16 +538,24 @@ func TestDesiredStateQuickPath(t *testing.T) {
 			st, _ := desiredStateMemo(first, &memo, nil, nil)
 			index := reflect.ValueOf(memo.backends).UnsafePointer()
 
-			c2 := oneBackend("ns_c_80", 4, eps("198.18.0.5"))
 			next := &model.Desired{Backends: slices.Clone(first.Backends), Maps: first.Maps}
-			next.Backends[2] = c2
+			next.Backends[tc.at] = tc.to
 			got, gotProblems := desiredStateMemo(next, &memo, st, nil)
 			fresh, freshProblems := desiredState(next)
 			if !reflect.DeepEqual(got.backends, fresh.backends) || !reflect.DeepEqual(got.maps, fresh.maps) || !reflect.DeepEqual(gotProblems, freshProblems) {
 				t.Fatalf("memoized %v / %v, fresh %v / %v", got.backends, gotProblems, fresh.backends, freshProblems)
 			}
-			if got.backends["ns_a_80"] != st.backends["ns_a_80"] || got.backends["ns_c_80"].endpoints[0].Address != "198.18.0.5" {
+			if got.backends["ns_a_80"] != st.backends["ns_a_80"] || got.backends[tc.to.Name].endpoints[0].Address != tc.to.Endpoints[0].Address {
 				t.Fatal("unchanged entry not reused, or changed one not made afresh")
+			}
+			// And once more from there: what the quick path left in the
+			// memo serves the next change as well.
+			again := &model.Desired{Backends: slices.Clone(next.Backends), Maps: next.Maps}
+			again.Backends[0] = oneBackend("ns_a_80", 4, eps("198.18.0.9"))
+			got2, gotProblems2 := desiredStateMemo(again, &memo, got, nil)
+			fresh2, freshProblems2 := desiredState(again)
+			if !reflect.DeepEqual(got2.backends, fresh2.backends) || !reflect.DeepEqual(gotProblems2, freshProblems2) {
+				t.Fatalf("second change: memoized %v / %v, fresh %v / %v", got2.backends, gotProblems2, fresh2.backends, freshProblems2)
 			}
 			if quick := reflect.ValueOf(memo.backends).UnsafePointer() == index; quick != tc.quick {
 				t.Errorf("quick path taken: %v, want %v", quick, tc.quick)

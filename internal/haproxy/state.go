@@ -302,6 +302,13 @@ type checkMemo struct {
 	// made.
 	list   []memoBackend
 	target *state
+	// srcs is each list entry's src, apart: comparing 10,000 pointers
+	// in a row reads a tenth of the memory reading them from list does,
+	// on every endpoint change. extras are, in order, the indices of the
+	// list entries with problems or TLS files, so that gathering those
+	// costs what they are, not a pass over every backend.
+	srcs   []*model.Backend
+	extras []int
 	// captures is what captureSlots found for the last call, pems the
 	// certificate PEMs that passed safePEM (tlsState.fill).
 	captures captureSize
@@ -426,14 +433,18 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	// as it was, which is all a map entry's check looks at.
 	sameSet := false
 	var list []memoBackend
+	var srcs []*model.Backend
+	var extras []int
 	// quickCaptures: no backend with captures changed, so the capture
 	// slots are the last call's.
 	var captures captureSize
 	quickCaptures := false
 	if fast, changed, captured, ok := reuseBackends(want, &prev, from, except); ok {
 		captures, quickCaptures = prev.captures, !captured
-		// prev is not used again: its list and index are updated in place.
-		list, sameSet = fast, true
+		// prev is not used again: its list, sources and index are
+		// updated in place.
+		list, srcs, sameSet = fast, prev.srcs, true
+		extras = mergeExtras(prev.extras, changed, list)
 		st.backends = from.ownIndex()
 		st.base = from
 		st.mirrors = from.mirrors
@@ -451,6 +462,7 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 			st.backends[m.src.Name] = m.entry
 			st.changed = append(st.changed, m.src.Name)
 			prev.backends[m.src.Name] = m
+			srcs[i] = m.src
 		}
 		if memo != nil {
 			memo.backends = prev.backends
@@ -494,8 +506,16 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 			}
 		}
 		sameSet = sameSet && len(st.backends) == len(prev.backends)
+		srcs = make([]*model.Backend, len(list))
+		for i := range list {
+			srcs[i] = list[i].src
+			if hasExtras(&list[i]) {
+				extras = append(extras, i)
+			}
+		}
 	}
-	for _, m := range list {
+	for _, i := range extras {
+		m := &list[i]
 		problems = append(problems, m.problems...)
 		for _, f := range m.files {
 			st.tls.addFile(f.path, f.data)
@@ -503,6 +523,7 @@ func desiredStateMemo(want *model.Desired, memo *checkMemo, from *state, except 
 	}
 	if memo != nil {
 		memo.list, memo.target = list, st
+		memo.srcs, memo.extras = srcs, extras
 	}
 	if !quickCaptures {
 		captures = captureSlots(want, st)
@@ -647,7 +668,7 @@ func checkBackend(b *model.Backend, pm memoBackend, known bool) memoBackend {
 // place; captured says a backend with captures changed. ok is false when
 // the long way is needed.
 func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map[string]rejection) (list []memoBackend, changed []int, captured, ok bool) {
-	if from == nil || from != prev.target || from.rewritten || len(want.Backends) != len(prev.list) {
+	if from == nil || from != prev.target || from.rewritten || len(want.Backends) != len(prev.list) || len(prev.srcs) != len(prev.list) {
 		return nil, nil, false, false
 	}
 	// Backends HAProxy refused are made afresh: from holds their
@@ -664,10 +685,11 @@ func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map
 	}
 	list = prev.list
 	for i, b := range want.Backends {
-		pm := list[i]
-		if b == pm.src && (b == nil || remake == nil || !remake[b.Name]) {
+		src := prev.srcs[i]
+		if b == src && (b == nil || remake == nil || !remake[b.Name]) {
 			continue
 		}
+		pm := &list[i]
 		if b == nil || pm.src == nil || b.Name != pm.src.Name {
 			return nil, nil, false, false
 		}
@@ -684,6 +706,32 @@ func reuseBackends(want *model.Desired, prev *checkMemo, from *state, except map
 		list[i] = fresh[k]
 	}
 	return list, changed, captured, true
+}
+
+func hasExtras(m *memoBackend) bool { return len(m.problems)+len(m.files) > 0 }
+
+// mergeExtras is extras (sorted indices into list) after the entries at
+// changed (sorted) were replaced: each of those is in it when it now has
+// extras.
+func mergeExtras(extras, changed []int, list []memoBackend) []int {
+	out := make([]int, 0, len(extras)+len(changed))
+	for len(extras) > 0 || len(changed) > 0 {
+		switch {
+		case len(changed) == 0 || len(extras) > 0 && extras[0] < changed[0]:
+			out = append(out, extras[0])
+			extras = extras[1:]
+		default:
+			i := changed[0]
+			changed = changed[1:]
+			if len(extras) > 0 && extras[0] == i {
+				extras = extras[1:]
+			}
+			if hasExtras(&list[i]) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
 }
 
 func serviceRef(b *model.Backend) model.ObjectRef {
