@@ -624,6 +624,7 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 	release.Stop()
 	defer release.Stop()
 	pending := true // the first pass applies the initial state
+	prepare := false
 	for {
 		// While failing, changes wait for the retry: they rarely cure
 		// what failed, and would make the retries as frequent as they are.
@@ -662,6 +663,22 @@ func (l *loop) run(ctx context.Context, onServing func()) error {
 				if l.drv.Serving() && res.RetryAfter == 0 {
 					l.everServed = true
 					onServing()
+				}
+				prepare = true
+			}
+		}
+		// Between changes, the copies the next new host would make while
+		// it waits are made ahead (model.Prepare); a change that came
+		// meanwhile goes first.
+		if prepare {
+			prepare = false
+			select {
+			case <-l.w.Changed():
+				pending = true
+				continue
+			default:
+				if l.prev != nil {
+					model.Prepare(l.prev)
 				}
 			}
 		}

@@ -202,3 +202,34 @@ func BenchmarkTryUpdateNewHost(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTryUpdateNewHostPrepared is BenchmarkTryUpdateNewHost with the
+// loop's Prepare between changes: ns/update is the time a change waits,
+// Prepare's copies excluded (they are made while none waits).
+func BenchmarkTryUpdateNewHostPrepared(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+			prev := Build(plainSnapshot(n), Options{})
+			ing := ingress("ns-7", "new", n+1, rule("new.example.com", path("/", "Prefix", "app-7", "http")))
+			ref := ingressRef(ing)
+			var waited time.Duration
+			for b.Loop() {
+				start := time.Now()
+				added, ok := TryUpdate(prev, Change{Ingresses: map[ObjectRef]*networkingv1.Ingress{ref: ing}}, Options{})
+				waited += time.Since(start)
+				if !ok || len(added.Served) != n+1 {
+					b.Fatal("adding took a full Build")
+				}
+				Prepare(added)
+				start = time.Now()
+				prev, ok = TryUpdate(added, Change{Ingresses: map[ObjectRef]*networkingv1.Ingress{ref: nil}}, Options{})
+				waited += time.Since(start)
+				if !ok {
+					b.Fatal("deleting took a full Build")
+				}
+				Prepare(prev)
+			}
+			b.ReportMetric(float64(waited.Nanoseconds())/float64(2*b.N), "ns/update")
+		})
+	}
+}

@@ -492,6 +492,11 @@ func TestUpdateIngressesRandom(t *testing.T) {
 					if after := Dump(prev); after != before {
 						t.Fatalf("after %q: the update modified the previous result:\n%s", log, lineDiff(before, after))
 					}
+					// Half the time the loop had a moment to copy the
+					// maps ahead of the next change.
+					if m.r.IntN(2) == 0 {
+						Prepare(got)
+					}
 					s, prev = &s2, got
 				}
 			})
@@ -563,10 +568,6 @@ func checkMapChanges(t *testing.T, log []string, prev, got *Desired) {
 			t.Fatalf("after %q: MapChange for map %s, which is missing", log, name)
 		}
 	}
-}
-
-func sameMapObject(a, b map[string]string) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // changedIngresses lists, as the watcher reports them, the Ingresses that
@@ -839,5 +840,52 @@ func TestNewServiceNamedElsewhere(t *testing.T) {
 		if want := Build(&s2, o); !sameDesired(got, want) {
 			t.Fatalf("told=%v: the update differs from Build:\n%s", told, lineDiff(Dump(want), Dump(got)))
 		}
+	}
+}
+
+// TestPrepareCopiesAhead: after Prepare, the next update that changes the
+// same maps writes into the copies Prepare made, once each, and gives
+// what Build gives; the result it started from is left as it was.
+func TestPrepareCopiesAhead(t *testing.T) {
+	s := plainSnapshot(20)
+	prev := Build(s, Options{})
+	add := func(d *Desired, name, host string) *Desired {
+		t.Helper()
+		ing := ingress("ns-3", name, 100, rule(host, path("/", "Prefix", "app-3", "http")))
+		got, ok := TryUpdate(d, Change{Ingresses: map[ObjectRef]*networkingv1.Ingress{ingressRef(ing): ing}}, Options{})
+		if !ok {
+			t.Fatalf("adding %s took a full Build", host)
+		}
+		s.Ingresses = append(s.Ingresses, ing)
+		if want := Build(s, Options{}); !sameDesired(got, want) {
+			t.Fatalf("adding %s: the update differs from Build:\n%s", host, lineDiff(Dump(want), Dump(got)))
+		}
+		return got
+	}
+	first := add(prev, "one", "one.example.com")
+	if len(first.MapChanges) == 0 {
+		t.Fatal("a new host changed no map")
+	}
+	Prepare(first)
+	copies := map[string]map[string]string{}
+	for name := range first.MapChanges {
+		sp, ok := first.inc.spare[name]
+		if !ok || sameMapObject(sp.copy, first.Maps[name]) {
+			t.Fatalf("map %s: no private copy prepared (%v)", name, ok)
+		}
+		copies[name] = sp.copy
+	}
+	before := Dump(first)
+	second := add(first, "two", "two.example.com")
+	for name, c := range copies {
+		if _, changed := second.MapChanges[name]; changed && !sameMapObject(second.Maps[name], c) {
+			t.Errorf("map %s: the update copied it again instead of taking the prepared copy", name)
+		}
+	}
+	if len(second.inc.spare) != 0 {
+		t.Errorf("copies left after the update: %d", len(second.inc.spare))
+	}
+	if after := Dump(first); after != before {
+		t.Fatalf("the update modified the result it started from:\n%s", lineDiff(before, after))
 	}
 }
