@@ -238,12 +238,8 @@ func haproxyPIDs(runtimeDir string) []int {
 
 func alive(pid int) bool {
 	// A zombie still answers kill 0; read its state instead.
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat))
-	return len(fields) > 2 && fields[2] != "Z"
+	fields, err := testenv.ProcStat(pid)
+	return err == nil && fields[0] != "Z"
 }
 
 // reloads reads the master's reload counter from its CLI. Right after a

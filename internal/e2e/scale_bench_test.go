@@ -712,7 +712,11 @@ func quantiles(took []time.Duration) func(float64) time.Duration {
 
 // parentPID reads a process's parent from /proc (0 when gone).
 func parentPID(pid int) int {
-	ppid, _ := testenv.ProcStatField(pid, 1)
+	fields, err := testenv.ProcStat(pid)
+	if err != nil {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
 }
 

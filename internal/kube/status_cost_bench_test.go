@@ -28,7 +28,6 @@ import (
 // status subresource for comparison. At 10,000 Ingresses this cost, not
 // the daemon, bounds how soon every status is written.
 func BenchmarkStatusWriteCost(b *testing.B) {
-	testenv.RequireRoot(b)
 	c := testenv.SharedCluster(b)
 	apiPID, _ := c.PIDs()
 	const n = 2000
