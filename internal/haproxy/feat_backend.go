@@ -249,7 +249,7 @@ func (w *cfgWriter) insert(sec parser.Section, name, attr string, data common.Pa
 	if w.err != nil {
 		return
 	}
-	if err := w.p.Insert(sec, name, attr, data); err != nil {
+	if err := w.p.Insert(sec, w.target(name, attr), attr, data); err != nil {
 		w.err = fmt.Errorf("render %s %s %s: %w", sec, name, attr, err)
 	}
 }

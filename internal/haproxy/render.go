@@ -294,25 +294,30 @@ func (c *renderCache) store(name string, b *backend, text string) {
 	c.entries[name] = cachedBackend{spec: spec, slots: slots, text: text}
 }
 
+// scratchBackend is the one backend section a scratch parser keeps, and
+// every backend is rendered into in turn. Creating a section makes
+// config-parser build its ~150 line parsers anew: at 10,000 backends that
+// was most of a start's render and of its garbage.
+const scratchBackend = "perimeter-scratch"
+
 // renderBackend renders the section of backend name (b nil: the built-in
-// 404) with *scratch, a config-parser holding the defaults section only,
-// made when nil and dropped after an error.
+// 404) with *scratch, a config-parser holding the scratch backend alone,
+// made when nil and dropped after an error. The section
+// is written as name (cfgWriter.as) and emptied afterwards, attribute by
+// attribute, so nothing of one backend is left for the next.
 func renderBackend(r renderer, scratch *parser.Parser, name string, b *backend) (string, error) {
 	var spec backendSpec
 	if b != nil {
 		spec = b.spec
 	}
 	if *scratch == nil {
-		p, err := parser.New()
+		p, err := newScratchParser()
 		if err != nil {
-			return "", fmt.Errorf("config parser: %w", err)
-		}
-		if err := p.SectionsCreate(parser.Defaults, defaultsName); err != nil {
-			return "", fmt.Errorf("config parser: %w", err)
+			return "", err
 		}
 		*scratch = p
 	}
-	w := &cfgWriter{p: *scratch}
+	w := &cfgWriter{p: *scratch, alias: name, as: scratchBackend, touched: map[string]bool{}}
 	if b == nil {
 		w.section(parser.Backends, builtin404)
 		status := int64(404)
@@ -323,19 +328,37 @@ func renderBackend(r renderer, scratch *parser.Parser, name string, b *backend) 
 		r.backend(w, b)
 	}
 	out := (*scratch).String()
-	if err := (*scratch).SectionsDelete(parser.Backends, name); err != nil && w.err == nil {
-		w.err = fmt.Errorf("render backend %s: %w", name, err)
+	for attr := range w.touched {
+		if err := (*scratch).Set(parser.Backends, scratchBackend, attr, nil); err != nil && w.err == nil {
+			w.err = fmt.Errorf("render backend %s: clear %s: %w", name, attr, err)
+		}
 	}
 	if w.err != nil {
 		// Start afresh: the scratch parser may hold half a section.
 		*scratch = nil
 		return "", w.err
 	}
-	i := strings.Index(out, "\nbackend ")
+	header := "\nbackend " + scratchBackend + "\n"
+	i := strings.Index(out, header)
 	if i < 0 {
 		return "", fmt.Errorf("render backend %s: section missing from config-parser output", name)
 	}
-	return withBackendFeatures(out[i:], spec) + backendExtraSections(spec), nil
+	text := "\nbackend " + name + " from " + defaultsName + "\n" + out[i+len(header):]
+	return withBackendFeatures(text, spec) + backendExtraSections(spec), nil
+}
+
+// newScratchParser makes a parser holding the scratch backend alone: not
+// even the defaults section, which String would walk through for every
+// backend. renderBackend writes the "from" itself.
+func newScratchParser() (parser.Parser, error) {
+	p, err := parser.New()
+	if err != nil {
+		return nil, fmt.Errorf("config parser: %w", err)
+	}
+	if err := p.SectionsCreate(parser.Backends, scratchBackend); err != nil {
+		return nil, fmt.Errorf("config parser: %w", err)
+	}
+	return p, nil
 }
 
 // adopt points the cached texts into cfg, the configuration just made of
@@ -620,14 +643,28 @@ func haproxyDuration(d time.Duration) string {
 }
 
 // cfgWriter keeps the first config-parser error so the render code reads
-// as a list of lines.
+// as a list of lines. With as set, section alias is written to section as
+// instead, which exists already, and the attributes written are recorded
+// in touched.
 type cfgWriter struct {
 	p   parser.Parser
 	err error
+
+	alias, as string
+	touched   map[string]bool
+}
+
+// target is the section name really written for name, and records attr.
+func (w *cfgWriter) target(name, attr string) string {
+	if w.as == "" || name != w.alias {
+		return name
+	}
+	w.touched[attr] = true
+	return w.as
 }
 
 func (w *cfgWriter) section(sec parser.Section, name string) {
-	if w.err != nil {
+	if w.err != nil || w.as != "" && name == w.alias {
 		return
 	}
 	if err := w.p.SectionsCreate(sec, name); err != nil {
@@ -648,7 +685,7 @@ func (w *cfgWriter) set(sec parser.Section, name, attr string, data common.Parse
 	if w.err != nil {
 		return
 	}
-	if err := w.p.Set(sec, name, attr, data); err != nil {
+	if err := w.p.Set(sec, w.target(name, attr), attr, data); err != nil {
 		w.err = fmt.Errorf("render %s %s %s: %w", sec, name, attr, err)
 	}
 }
