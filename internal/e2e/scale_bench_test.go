@@ -267,6 +267,11 @@ func runScale(b *testing.B, n int) {
 		writesTook.Round(time.Millisecond), (cpuAfter[0] - cpuBefore[0]), float64((cpuAfter[0]-cpuBefore[0]).Microseconds())/1000/float64(n),
 		cpuAfter[1]-cpuBefore[1], cpuAfter[2]-cpuBefore[2], cpuAfter[3]-cpuBefore[3])
 
+	// The latency rows measure changes on a settled system: the status
+	// writes end with the echoes of the last of them still arriving and
+	// the writer checking every Ingress once more.
+	row("settled after the status writes", "in %v", settle(apiPID, etcdPID, d.cmd.Process.Pid).Round(time.Millisecond))
+
 	// One endpoint change -> served: s0's only endpoint moves to a new
 	// address each time; served when a request reaches that address.
 	before := d.reloads()
@@ -721,6 +726,30 @@ func parentPID(pid int) int {
 }
 
 // cpuTime reads the CPU time a process has used (0 when gone).
+// settle waits, at most 30 s, until pids together used less than a tenth
+// of a core between two samples 100 ms apart, and returns how long that
+// took.
+func settle(pids ...int) time.Duration {
+	total := func() (t time.Duration) {
+		for _, pid := range pids {
+			t += cpuTime(pid)
+		}
+		return t
+	}
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last, at := total(), start
+	for now := range tick.C {
+		cpu := total()
+		if cpu-last < now.Sub(at)/10 || now.Sub(start) > 30*time.Second {
+			break
+		}
+		last, at = cpu, now
+	}
+	return time.Since(start)
+}
+
 func cpuTime(pid int) time.Duration {
 	t, _ := testenv.ProcCPU(pid)
 	return t
