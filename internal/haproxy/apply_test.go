@@ -588,7 +588,15 @@ func TestApplyQuickMatchesFull(t *testing.T) {
 			for step := range steps {
 				next := *want
 				next.Backends = slices.Clone(want.Backends)
-				for range 1 + rnd.Intn(2) {
+				// Now and then the very same Desired again, as the loop's
+				// pass after a start hands over: the quick path must go on
+				// from what that Apply leaves.
+				same := step > 0 && rnd.Intn(5) == 0
+				changes := 1 + rnd.Intn(2)
+				if same {
+					changes = 0
+				}
+				for range changes {
 					i := rnd.Intn(n)
 					b := *next.Backends[i]
 					switch r := rnd.Intn(10); {
@@ -611,7 +619,9 @@ func TestApplyQuickMatchesFull(t *testing.T) {
 					}
 					next.Backends[i] = &b
 				}
-				want = &next
+				if !same {
+					want = &next
+				}
 				full.memo.target = nil
 				rq, rf := mustApply(t, quick.Driver, want), mustApply(t, full.Driver, want)
 				if rq.Reloaded != rf.Reloaded || rq.RuntimeOps != rf.RuntimeOps || !reflect.DeepEqual(rq.Dropped, rf.Dropped) {
@@ -664,6 +674,38 @@ func TestApplyQuickMatchesFull(t *testing.T) {
 	t.Logf("of %d applies, %d reused an index (%d with a backend quarantined), %d had the checks off", runs*steps, reused, quarantined, checksOff)
 	if reused == 0 || quarantined == 0 || checksOff == 0 || checksOff == runs*steps {
 		t.Error("the runs missed a case")
+	}
+}
+
+// TestApplyNoChangeKeepsQuickPath: an Apply that changes nothing (the
+// loop's pass right after a start does that) leaves the driver where the
+// next endpoint change checks the one backend it changes, not all of them.
+func TestApplyNoChangeKeepsQuickPath(t *testing.T) {
+	u := newUnitDriver(t, Options{})
+	var backends []*model.Backend
+	for i := range 4 {
+		backends = append(backends, oneBackend(fmt.Sprintf("ns_b%d_80", i), 2, eps(fmt.Sprintf("198.18.%d.1", i))))
+	}
+	want := desired(backends...)
+	mustApply(t, u.Driver, want)
+	if res := mustApply(t, u.Driver, want); res.RuntimeOps > 0 || res.Reloaded {
+		t.Fatalf("the same Desired again: %+v", res)
+	}
+	if u.memo.target != u.cur {
+		t.Fatal("after an Apply without change the memo does not start from the applied state")
+	}
+	next := *want
+	next.Backends = slices.Clone(want.Backends)
+	b := *next.Backends[2]
+	b.Endpoints = eps("198.18.2.2")
+	next.Backends[2] = &b
+	if res := mustApply(t, u.Driver, &next); res.Reloaded || res.RuntimeOps == 0 {
+		t.Fatalf("endpoint change: %+v", res)
+	}
+	// Made from its predecessor by changing one backend (reuseBackends),
+	// the applied state took over the predecessor's index.
+	if u.cur.oldIndex == nil || !slices.Equal(u.cur.oldStale, []string{b.Name}) {
+		t.Fatalf("the endpoint change did not take the quick path: changed %v", u.cur.oldStale)
 	}
 }
 
